@@ -1,0 +1,66 @@
+# gangsched — PGXS build. The one version number lives in gangsched.control.
+EXTENSION  = gangsched
+EXTVERSION = $(shell sed -n "s/^default_version *= *'\([^']*\)'.*/\1/p" $(EXTENSION).control)
+
+MODULE_big = gangsched
+OBJS = $(patsubst %.c,%.o,$(wildcard src/*.c))
+# The install script of the current version is assembled from sql/src/*.sql
+# (one file per concern, in name order); released upgrade scripts are
+# committed under sql/ as they are.
+INSTALL_SQL = sql/$(EXTENSION)--$(EXTVERSION).sql
+DATA_built = $(INSTALL_SQL)
+DATA = $(filter-out $(INSTALL_SQL),$(wildcard sql/$(EXTENSION)--*.sql))
+
+$(INSTALL_SQL): $(sort $(wildcard sql/src/*.sql))
+	cat $^ > $@
+
+# -Wno-unused-parameter: PG_FUNCTION_ARGS and hooks carry parameters we may ignore,
+# as PostgreSQL itself builds.
+PG_CFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers \
+            -Wno-sign-compare -Wno-cast-function-type
+
+# Suites. REGRESS/ISOLATION run from test/ (so the top-level sql/ of install
+# scripts is not taken for test input); TAP tests under test/t.
+TESTS       = $(sort $(wildcard test/sql/*.sql))
+REGRESS     = $(patsubst test/sql/%.sql,%,$(TESTS))
+REGRESS_OPTS = --inputdir=test --outputdir=test --use-existing
+ISO_SPECS   = $(sort $(wildcard test/specs/*.spec))
+ISOLATION   = $(patsubst test/specs/%.spec,%,$(ISO_SPECS))
+ISOLATION_OPTS = --inputdir=test --outputdir=test/output_iso --use-existing
+TAP_TESTS   = 1
+PROVE_TESTS = test/t/*.pl
+EXTRA_CLEAN = test/results test/regression.diffs test/regression.out test/output_iso
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+ISOLATION_TESTDB = $(CONTRIB_TESTDB)
+
+# The version must agree everywhere; CI calls this.
+.PHONY: check-version pgtap bench demo test
+check-version:
+	@grep -q '"version": *"$(EXTVERSION)"' META.json || { echo "META.json version differs from $(EXTVERSION)"; exit 1; }
+	@grep -q '"file": *"$(INSTALL_SQL)"' META.json || { echo "META.json does not name $(INSTALL_SQL)"; exit 1; }
+	@echo "version $(EXTVERSION) consistent"
+
+pgtap:
+	pg_prove --failures test/pgtap/*.sql
+
+# One command for every suite on a throwaway cluster (also what .ci/run calls).
+test:
+	bash tools/gs test
+
+demo:
+	bash tools/gs demo
+
+bench:
+	bash tools/gs bench
+
+# The three PGXS suites one at a time, so tools/gs can count each.
+.PHONY: installcheck-regress installcheck-isolation installcheck-tap
+installcheck-regress: submake $(REGRESS_PREP)
+	$(pg_regress_installcheck) $(REGRESS_OPTS) $(REGRESS)
+installcheck-isolation: submake $(REGRESS_PREP)
+	$(pg_isolation_regress_installcheck) $(ISOLATION_OPTS) $(ISOLATION)
+installcheck-tap:
+	$(prove_installcheck)

@@ -1,0 +1,238 @@
+/* ------------------------------------------------------------------ */
+/* Admission control                                                   */
+/* ------------------------------------------------------------------ */
+
+-- Slices of one device a fractional request takes on devices with `slices`
+-- partitions; 0 when the fraction is not a whole number of slices.
+CREATE FUNCTION gangsched._slices_needed(gpus numeric, slices int) RETURNS int
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN abs(gpus * slices - round(gpus * slices)) <= 0.001 AND round(gpus * slices) >= 1
+                THEN round(gpus * slices)::int ELSE 0 END
+$$;
+
+-- How many workers of one request fit on an empty node of the given shape.
+CREATE FUNCTION gangsched._fit(n_cpus numeric, n_mem numeric, n_net numeric, n_gpus int, n_model text,
+                               n_gpu_mem numeric, n_slices int,
+                               w_gpus numeric, w_cpus numeric, w_mem numeric, w_net numeric,
+                               w_model text, w_gpu_mem numeric) RETURNS int
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT LEAST(
+        CASE WHEN w_cpus > 0 THEN floor(n_cpus / w_cpus) ELSE 1000000 END,
+        CASE WHEN w_mem > 0 THEN floor(n_mem / w_mem) ELSE 1000000 END,
+        CASE WHEN w_net > 0 THEN floor(n_net / w_net) ELSE 1000000 END,
+        CASE WHEN w_gpus = 0 THEN 1000000
+             WHEN n_gpus = 0 THEN 0
+             WHEN w_model IS NOT NULL AND n_model IS DISTINCT FROM w_model THEN 0
+             WHEN w_gpu_mem IS NOT NULL AND COALESCE(n_gpu_mem, 0) < w_gpu_mem THEN 0
+             WHEN w_gpus >= 1 THEN floor(n_gpus / w_gpus)
+             WHEN gangsched._slices_needed(w_gpus, n_slices) = 0 THEN 0
+             ELSE n_gpus * (n_slices / gangsched._slices_needed(w_gpus, n_slices))
+        END)::int
+$$;
+
+-- Raises the first reason a job could never run; returns nothing otherwise.
+-- Reasons over node classes and per-domain class counts, not nodes.
+CREATE FUNCTION gangsched._admit(j gangsched.gangs) RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    pools      int[];
+    best       int;
+    r          record;
+    lvl        record;
+    d_node     int := gangsched._levels() + 1;
+    dom        text;
+    what       text;
+    demand     numeric[];
+    ceiling    numeric[];
+    res        text[] := ARRAY['GPUs', 'CPUs', 'GB of memory', 'Gbit/s of network'];
+    i          int;
+    ok         bool := false;
+    why        text;
+BEGIN
+    -- eligible pools
+    IF j.pool_id IS NOT NULL THEN
+        pools := ARRAY[j.pool_id];
+    ELSE
+        SELECT array_agg(id) INTO pools FROM gangsched.pools WHERE j.preemptible OR kind = 'reserved';
+    END IF;
+    IF pools IS NULL OR NOT EXISTS (SELECT FROM gangsched.node_classes WHERE pool_id = ANY (pools) AND nodes > 0) THEN
+        RAISE EXCEPTION 'no eligible pool has any node'
+            USING ERRCODE = '53S04',
+                  DETAIL = CASE WHEN j.preemptible THEN 'No nodes are registered in the pools this job may use.'
+                                ELSE 'A non-preemptible job runs only in reserved pools, and none has nodes.' END,
+                  HINT = 'Register nodes with gangsched.add_node() first, or submit to another pool.';
+    END IF;
+
+    -- unknown model
+    IF j.gpus > 0 AND j.gpu_model IS NOT NULL
+       AND NOT EXISTS (SELECT FROM gangsched.node_classes WHERE gpu_model = j.gpu_model AND gpus > 0) THEN
+        RAISE EXCEPTION 'unknown gpu model "%"', j.gpu_model
+            USING ERRCODE = 'foreign_key_violation',
+                  DETAIL = format('The cluster has %s.', COALESCE((SELECT string_agg(DISTINCT gpu_model, ', ') FROM gangsched.node_classes WHERE gpus > 0), 'no GPU models')),
+                  HINT = 'Name one of the models the cluster has, or leave gpu_model NULL for any.';
+    END IF;
+
+    -- a fraction the devices cannot slice
+    IF j.gpus > 0 AND j.gpus < 1 AND NOT EXISTS (
+           SELECT FROM gangsched.node_classes c
+            WHERE c.pool_id = ANY (pools) AND c.gpus > 0
+              AND (j.gpu_model IS NULL OR c.gpu_model = j.gpu_model)
+              AND gangsched._slices_needed(j.gpus, c.gpu_slices) > 0) THEN
+        RAISE EXCEPTION 'no device can be sliced into % of a GPU', trim_scale(j.gpus)
+            USING ERRCODE = '53S02',
+                  DETAIL = format('Eligible devices offer slices of %s of a device.',
+                                  (SELECT string_agg(DISTINCT '1/' || gpu_slices, ', ') FROM gangsched.node_classes
+                                    WHERE pool_id = ANY (pools) AND gpus > 0 AND (j.gpu_model IS NULL OR gpu_model = j.gpu_model))),
+                  HINT = 'Ask for a whole number of slices of one device, for example 0.25 on 4-slice devices, or a whole GPU.';
+    END IF;
+
+    -- a worker bigger than every eligible node
+    SELECT max(gangsched._fit(c.cpus, c.mem_gb, c.net_gbps, c.gpus, c.gpu_model, c.gpu_mem_gb, c.gpu_slices,
+                              j.gpus, j.cpus, j.mem_gb, j.net_gbps, j.gpu_model, j.gpu_mem_gb)) AS fit,
+           max(c.cpus) AS cpus, max(c.mem_gb) AS mem, max(c.net_gbps) AS net,
+           max(c.gpus) FILTER (WHERE j.gpu_model IS NULL OR c.gpu_model = j.gpu_model) AS gpus,
+           max(c.gpu_mem_gb) FILTER (WHERE j.gpu_model IS NULL OR c.gpu_model = j.gpu_model) AS gpu_mem
+      INTO r
+      FROM gangsched.node_classes c WHERE c.pool_id = ANY (pools) AND c.nodes > 0;
+    IF r.fit < 1 THEN
+        IF j.gpus >= 1 AND j.gpus > COALESCE(r.gpus, 0) THEN
+            RAISE EXCEPTION 'worker asks for % GPUs but each eligible node has at most %', trim_scale(j.gpus), COALESCE(r.gpus, 0)
+                USING ERRCODE = '53S01', DETAIL = format('Each eligible node has at most %s GPUs%s.', COALESCE(r.gpus, 0),
+                                                         CASE WHEN j.gpu_model IS NOT NULL THEN ' of model ' || j.gpu_model ELSE '' END),
+                      HINT = format('Ask for at most %s GPUs per worker, and more workers.', COALESCE(r.gpus, 0));
+        ELSIF j.gpus > 0 AND j.gpu_mem_gb > COALESCE(r.gpu_mem, 0) THEN
+            RAISE EXCEPTION 'worker asks for devices with % GB but the largest eligible device has % GB', trim_scale(j.gpu_mem_gb), COALESCE(trim_scale(r.gpu_mem), 0)
+                USING ERRCODE = '53S01', DETAIL = 'No eligible node has devices with that much memory.',
+                      HINT = format('Ask for gpu_mem_gb of at most %s.', COALESCE(trim_scale(r.gpu_mem), 0));
+        ELSIF j.cpus > r.cpus THEN
+            RAISE EXCEPTION 'worker asks for % CPUs but each eligible node has at most %', trim_scale(j.cpus), trim_scale(r.cpus)
+                USING ERRCODE = '53S01', DETAIL = format('Each eligible node has at most %s CPUs.', trim_scale(r.cpus)),
+                      HINT = format('Ask for at most %s CPUs per worker.', trim_scale(r.cpus));
+        ELSIF j.mem_gb > r.mem THEN
+            RAISE EXCEPTION 'worker asks for % GB of memory but each eligible node has at most %', trim_scale(j.mem_gb), trim_scale(r.mem)
+                USING ERRCODE = '53S01', DETAIL = format('Each eligible node has at most %s GB of memory.', trim_scale(r.mem)),
+                      HINT = format('Ask for at most %s GB per worker.', trim_scale(r.mem));
+        ELSIF j.net_gbps > r.net THEN
+            RAISE EXCEPTION 'worker asks for % Gbit/s of network but each eligible node has at most %', trim_scale(j.net_gbps), trim_scale(r.net)
+                USING ERRCODE = '53S01', DETAIL = format('Each eligible node has at most %s Gbit/s.', trim_scale(r.net)),
+                      HINT = format('Ask for at most %s Gbit/s per worker.', trim_scale(r.net));
+        ELSE
+            RAISE EXCEPTION 'no eligible node can hold one worker'
+                USING ERRCODE = '53S01',
+                      DETAIL = format('The worker asks for %s GPUs, %s CPUs, %s GB and %s Gbit/s together; no single eligible node has all of these.',
+                                      trim_scale(j.gpus), trim_scale(j.cpus), trim_scale(j.mem_gb), trim_scale(j.net_gbps)),
+                      HINT = 'Lower one of the per-worker amounts, or choose a GPU model whose nodes have more host resources.';
+        END IF;
+    END IF;
+
+    -- groups, pipeline replicas and the whole gang inside their domains
+    FOR lvl IN
+        SELECT * FROM (VALUES (1, j.group_size, j.group_span, 'a tensor group of ' || j.group_size || ' workers', 'group_span'),
+                              (2, j.group_size * j.stages, j.stage_span, 'a pipeline replica of ' || (j.group_size * j.stages) || ' workers', 'stage_span'),
+                              (3, j.workers, j.span, 'the gang of ' || j.workers || ' workers', 'span')) v(k, n, depth, what, arg)
+         WHERE depth IS NOT NULL
+    LOOP
+        IF lvl.depth = d_node THEN
+            SELECT max(gangsched._fit(c.cpus, c.mem_gb, c.net_gbps, c.gpus, c.gpu_model, c.gpu_mem_gb, c.gpu_slices,
+                                      j.gpus, j.cpus, j.mem_gb, j.net_gbps, j.gpu_model, j.gpu_mem_gb)), NULL
+              INTO best, dom
+              FROM gangsched.node_classes c WHERE c.pool_id = ANY (pools) AND c.nodes > 0;
+        ELSE
+            SELECT s.cap, s.domain INTO best, dom FROM (
+                SELECT dc.domain::text AS domain, c.pool_id,
+                       sum(dc.nodes * gangsched._fit(c.cpus, c.mem_gb, c.net_gbps, c.gpus, c.gpu_model, c.gpu_mem_gb, c.gpu_slices,
+                                                     j.gpus, j.cpus, j.mem_gb, j.net_gbps, j.gpu_model, j.gpu_mem_gb)) AS cap
+                  FROM gangsched.domain_classes dc JOIN gangsched.node_classes c ON c.id = dc.class_id
+                 WHERE dc.depth = lvl.depth AND c.pool_id = ANY (pools)
+                 GROUP BY 1, 2) s
+             ORDER BY s.cap DESC LIMIT 1;
+        END IF;
+        IF COALESCE(best, 0) < lvl.n THEN
+            RAISE EXCEPTION '% does not fit inside one %', lvl.what, gangsched._level_name(lvl.depth)
+                USING ERRCODE = '53S03',
+                      DETAIL = format('The largest eligible %s%s holds at most %s such workers.',
+                                      gangsched._level_name(lvl.depth), COALESCE(' (' || dom || ')', ''), COALESCE(best, 0)),
+                      HINT = format('Make it at most %s workers, or widen %s to a larger level.', COALESCE(best, 0), lvl.arg);
+        END IF;
+    END LOOP;
+
+    -- the whole gang inside one eligible pool
+    SELECT s.cap, s.name INTO best, dom FROM (
+        SELECT p.name, sum(c.nodes * gangsched._fit(c.cpus, c.mem_gb, c.net_gbps, c.gpus, c.gpu_model, c.gpu_mem_gb, c.gpu_slices,
+                                                     j.gpus, j.cpus, j.mem_gb, j.net_gbps, j.gpu_model, j.gpu_mem_gb)) AS cap
+          FROM gangsched.node_classes c JOIN gangsched.pools p ON p.id = c.pool_id
+         WHERE c.pool_id = ANY (pools) GROUP BY p.name) s
+     ORDER BY s.cap DESC LIMIT 1;
+    IF best < j.workers THEN
+        RAISE EXCEPTION 'the gang of % workers is larger than every eligible pool', j.workers
+            USING ERRCODE = '53S04',
+                  DETAIL = format('The largest eligible pool, %s, holds at most %s such workers.', dom, best),
+                  HINT = format('Ask for at most %s workers.', best);
+    END IF;
+
+    -- required locality
+    IF j.locality = 'required' THEN
+        SELECT COALESCE(max(s.cap), 0) INTO best FROM (
+            SELECT n.pool_id, sum(gangsched._fit(n.cpus, n.mem_gb, n.net_gbps, n.gpus, n.gpu_model, n.gpu_mem_gb, n.gpu_slices,
+                                                 j.gpus, j.cpus, j.mem_gb, j.net_gbps, j.gpu_model, j.gpu_mem_gb)) AS cap
+              FROM gangsched.datasets ds JOIN gangsched.nodes n ON n.id = ds.node_id
+             WHERE ds.dataset = j.dataset AND n.pool_id = ANY (pools)
+             GROUP BY n.pool_id) s;
+        IF best < j.workers THEN
+            RAISE EXCEPTION 'too few nodes cache dataset "%" for % workers', j.dataset, j.workers
+                USING ERRCODE = '53S06',
+                      DETAIL = format('Eligible nodes that cache it hold at most %s such workers.', best),
+                      HINT = 'Cache the dataset on more nodes with gangsched.cache_dataset(), or submit with locality => ''preferred''.';
+        END IF;
+    END IF;
+
+    -- more than the team could ever hold, in some eligible pool
+    demand := ARRAY[j.gpus * j.workers, j.cpus * j.workers, j.mem_gb * j.workers, j.net_gbps * j.workers];
+    FOR r IN
+        SELECT p.id, p.name,
+               ARRAY[sum(c.nodes * c.gpus), sum(c.nodes * c.cpus), sum(c.nodes * c.mem_gb), sum(c.nodes * c.net_gbps)] AS cap,
+               q.team_id IS NOT NULL AS has_quota,
+               ARRAY[q.gpus, q.cpus, q.mem_gb, q.net_gbps] AS nominal,
+               ARRAY[q.borrow_gpus, q.borrow_cpus, q.borrow_mem_gb, q.borrow_net_gbps] AS borrow,
+               (SELECT ARRAY[COALESCE(sum(o.gpus - o.lend_gpus), 0), COALESCE(sum(o.cpus - o.lend_cpus), 0),
+                             COALESCE(sum(o.mem_gb - o.lend_mem_gb), 0), COALESCE(sum(o.net_gbps - o.lend_net_gbps), 0)]
+                  FROM gangsched.quotas o WHERE o.pool_id = p.id AND o.team_id <> j.team_id) AS locked
+          FROM gangsched.pools p
+          JOIN gangsched.node_classes c ON c.pool_id = p.id
+          LEFT JOIN gangsched.quotas q ON q.pool_id = p.id AND q.team_id = j.team_id
+         WHERE p.id = ANY (pools)
+         GROUP BY p.id, p.name, q.team_id, q.gpus, q.cpus, q.mem_gb, q.net_gbps,
+                  q.borrow_gpus, q.borrow_cpus, q.borrow_mem_gb, q.borrow_net_gbps
+         ORDER BY p.id
+    LOOP
+        ok := true;
+        FOR i IN 1 .. 4 LOOP
+            IF NOT j.preemptible THEN
+                ceiling[i] := CASE WHEN NOT r.has_quota THEN 0
+                                   WHEN r.nominal[i] IS NULL AND i > 1 THEN r.cap[i]
+                                   ELSE r.nominal[i] END;
+            ELSIF r.has_quota AND r.nominal[i] IS NOT NULL AND r.borrow[i] IS NOT NULL THEN
+                ceiling[i] := LEAST(r.nominal[i] + r.borrow[i], r.cap[i] - r.locked[i]);
+            ELSE
+                ceiling[i] := GREATEST(r.cap[i] - r.locked[i], COALESCE(r.nominal[i], 0));
+            END IF;
+            IF demand[i] > ceiling[i] THEN
+                ok := false;
+                why := COALESCE(why, format('needs %s %s in pool %s but team may hold at most %s there (%s)',
+                            trim_scale(demand[i]), res[i], r.name, trim_scale(ceiling[i]),
+                            CASE WHEN NOT j.preemptible AND NOT r.has_quota THEN 'no quota: non-preemptible work runs only within nominal quota'
+                                 WHEN NOT j.preemptible THEN 'nominal quota; non-preemptible work may not borrow'
+                                 WHEN r.borrow[i] IS NOT NULL THEN format('nominal %s + borrowing limit %s', trim_scale(r.nominal[i]), trim_scale(r.borrow[i]))
+                                 ELSE format('pool capacity %s less %s other teams may not lend', trim_scale(r.cap[i]), trim_scale(r.locked[i])) END));
+            END IF;
+        END LOOP;
+        EXIT WHEN ok;
+    END LOOP;
+    IF NOT ok THEN
+        RAISE EXCEPTION 'job is larger than team "%" could ever hold', (SELECT name FROM gangsched.teams WHERE id = j.team_id)
+            USING ERRCODE = '53S05',
+                  DETAIL = 'The job ' || why || '.',
+                  HINT = CASE WHEN j.preemptible THEN 'Ask for fewer workers, or ask the operator to raise the quota or borrowing limit.'
+                              ELSE 'Ask for fewer workers, submit it as preemptible, or ask the operator to raise the nominal quota.' END;
+    END IF;
+END $$;

@@ -1,0 +1,220 @@
+/* ------------------------------------------------------------------ */
+/* Jobs API (portal)                                                   */
+/* ------------------------------------------------------------------ */
+
+CREATE FUNCTION gangsched.submit(team text, workers int, gpus numeric, cpus numeric DEFAULT 0,
+                                 mem_gb numeric DEFAULT 0, net_gbps numeric DEFAULT 0, name text DEFAULT NULL,
+                                 priority int DEFAULT 0, preemptible bool DEFAULT true, pool text DEFAULT NULL,
+                                 group_size int DEFAULT 1, group_span text DEFAULT 'node', stages int DEFAULT 1,
+                                 stage_span text DEFAULT NULL, span text DEFAULT NULL, gpu_model text DEFAULT NULL,
+                                 gpu_mem_gb numeric DEFAULT NULL, dataset text DEFAULT NULL, locality text DEFAULT 'none',
+                                 checkpoint_interval interval DEFAULT NULL, grace interval DEFAULT NULL,
+                                 queue_timeout interval DEFAULT NULL, command text DEFAULT NULL)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    j gangsched.gangs;
+BEGIN
+    j.team_id := gangsched._team_id(team);
+    IF workers IS NULL OR workers < 1 THEN
+        RAISE EXCEPTION 'workers must be at least 1, not %', COALESCE(workers::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'A gang has one or more workers.';
+    END IF;
+    PERFORM gangsched._check_amount(gpus, 'gpus');
+    PERFORM gangsched._check_amount(cpus, 'cpus');
+    PERFORM gangsched._check_amount(mem_gb, 'mem_gb');
+    PERFORM gangsched._check_amount(net_gbps, 'net_gbps');
+    PERFORM gangsched._check_amount(gpu_mem_gb, 'gpu_mem_gb', true);
+    IF gpus > 1 AND gpus <> trunc(gpus) THEN
+        RAISE EXCEPTION 'gpus must be a whole number or a fraction of one device, not %', gpus
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'A worker takes whole devices, or whole slices of one device.',
+                  HINT = format('Ask for %s or %s GPUs per worker.', trunc(gpus), trunc(gpus) + 1);
+    END IF;
+    IF gpus = 0 AND cpus = 0 AND mem_gb = 0 AND net_gbps = 0 THEN
+        RAISE EXCEPTION 'worker asks for no resources'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Ask for some gpus, or cpus and mem_gb for a CPU-only worker.';
+    END IF;
+    IF group_size IS NULL OR group_size < 1 OR stages IS NULL OR stages < 1 THEN
+        RAISE EXCEPTION 'group_size and stages must be at least 1'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Use 1 for a dimension the job does not use.';
+    END IF;
+    IF workers % (group_size * stages) <> 0 THEN
+        RAISE EXCEPTION 'workers (%) is not divisible by group_size × stages (% × %)', workers, group_size, stages
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'Data-parallel replicas are workers / (group_size × stages) and must be whole.',
+                  HINT = format('Use a multiple of %s workers, for example %s.', group_size * stages,
+                                greatest(1, round(workers::numeric / (group_size * stages))) * group_size * stages);
+    END IF;
+    IF locality IS NULL OR locality NOT IN ('none', 'preferred', 'required') THEN
+        RAISE EXCEPTION 'invalid locality "%"', locality
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Use ''none'', ''preferred'' or ''required''.';
+    END IF;
+    IF locality <> 'none' AND dataset IS NULL THEN
+        RAISE EXCEPTION 'locality % needs a dataset', locality
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Name the dataset, or use locality ''none''.';
+    END IF;
+    IF locality <> 'none' AND NOT EXISTS (SELECT FROM gangsched.datasets d WHERE d.dataset = submit.dataset) THEN
+        RAISE EXCEPTION 'unknown dataset "%"', dataset
+            USING ERRCODE = 'foreign_key_violation',
+                  DETAIL = 'No node caches that dataset.',
+                  HINT = 'Cache it first with gangsched.cache_dataset(node, dataset), or submit with locality ''none''.';
+    END IF;
+    IF preemptible IS NULL OR priority IS NULL THEN
+        RAISE EXCEPTION 'preemptible and priority must not be null'
+            USING ERRCODE = 'null_value_not_allowed', HINT = 'Leave them out to take the defaults.';
+    END IF;
+    PERFORM gangsched._check_interval(checkpoint_interval, 'checkpoint_interval', false);
+    PERFORM gangsched._check_interval(grace, 'grace', true);
+    PERFORM gangsched._check_interval(queue_timeout, 'queue_timeout', false);
+    IF pool IS NOT NULL THEN
+        j.pool_id := gangsched._pool_id(pool);
+        IF NOT preemptible AND (SELECT kind FROM gangsched.pools WHERE id = j.pool_id) = 'opportunistic' THEN
+            RAISE EXCEPTION 'non-preemptible job cannot run in opportunistic pool "%"', pool
+                USING ERRCODE = 'invalid_parameter_value',
+                      DETAIL = 'Everything in an opportunistic pool is preemptible.',
+                      HINT = 'Submit it to a reserved pool, or as preemptible.';
+        END IF;
+    END IF;
+    j.group_span := gangsched._level_depth(COALESCE(group_span, 'node'), 'group_span');
+    j.stage_span := gangsched._level_depth(stage_span, 'stage_span');
+    j.span := gangsched._level_depth(span, 'span');
+    IF j.stage_span > j.group_span OR j.span > j.stage_span OR j.span > j.group_span THEN
+        RAISE EXCEPTION 'spans are not nested: group_span % must lie inside stage_span %, inside span %',
+              COALESCE(group_span, 'node'), COALESCE(stage_span, '-'), COALESCE(span, '-')
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'A tensor group lies inside its pipeline replica, which lies inside the gang.',
+                  HINT = 'Give group_span a level no wider than stage_span, and stage_span no wider than span.';
+    END IF;
+
+    j.workers := workers; j.gpus := gpus; j.cpus := cpus; j.mem_gb := mem_gb; j.net_gbps := net_gbps;
+    j.name := name; j.priority := priority; j.preemptible := preemptible;
+    j.group_size := group_size; j.stages := stages;
+    j.gpu_model := CASE WHEN gpus > 0 THEN gpu_model END;
+    j.gpu_mem_gb := CASE WHEN gpus > 0 THEN gpu_mem_gb END;
+    j.dataset := dataset; j.locality := locality;
+    PERFORM gangsched._admit(j);
+
+    INSERT INTO gangsched.gangs (team_id, name, workers, gpus, cpus, mem_gb, net_gbps, gpu_model, gpu_mem_gb,
+                                priority, preemptible, pool_id, group_size, group_span, stages, stage_span, span,
+                                dataset, locality, checkpoint_interval, grace, queue_timeout, command,
+                                queue_pos, submitted_at)
+    VALUES (j.team_id, name, workers, gpus, cpus, mem_gb, net_gbps, j.gpu_model, j.gpu_mem_gb,
+            priority, preemptible, j.pool_id, group_size, j.group_span, stages, j.stage_span, j.span,
+            dataset, locality, checkpoint_interval, grace, queue_timeout, command,
+            nextval('gangsched.queue_position_seq'), gangsched.now())
+    RETURNING id INTO j.id;
+    INSERT INTO gangsched.events (at, kind, job, team_id, reason)
+    VALUES (gangsched.now(), 'submitted', j.id, j.team_id, 'admitted');
+    PERFORM gangsched._wake();
+    RETURN j.id;
+END $$;
+
+-- Lost work of a job whose allocations end now: GPU-seconds since it
+-- started or last checkpointed (0 if it never started).
+CREATE FUNCTION gangsched._lost_gpu_seconds(j gangsched.gangs) RETURNS numeric
+LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN j.started_at IS NULL THEN 0
+                ELSE j.workers * j.gpus * GREATEST(0, extract(epoch FROM gangsched.now()
+                         - GREATEST(j.started_at, COALESCE(j.last_checkpoint_at, j.started_at)))) END
+$$;
+
+-- End the current allocations of the given jobs (history kept), free their
+-- slots and tell each node's agent. Returns the allocations ended.
+CREATE FUNCTION gangsched._end_allocations(jobs bigint[], why text, agent_event text) RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+    t   timestamptz := gangsched.now();
+    n   int;
+BEGIN
+    WITH ended AS (
+        UPDATE gangsched.allocations a
+           SET during = tstzrange(lower(a.during), GREATEST(lower(a.during), t), '[)'), end_reason = why
+         WHERE a.job = ANY (jobs) AND upper_inf(a.during)
+        RETURNING a.job, a.node_id),
+    told AS (
+        SELECT pg_notify('gangsched_node_' || e.node_id,
+                         json_build_object('event', agent_event, 'job', e.job)::text)
+          FROM (SELECT DISTINCT job, node_id FROM ended) e)
+    SELECT (SELECT count(*) FROM ended), (SELECT count(*) FROM told) INTO n;
+    DELETE FROM gangsched.held_slots WHERE job = ANY (jobs);
+    RETURN n;
+END $$;
+
+-- Put a live job back in the queue at its old position.
+CREATE FUNCTION gangsched._requeue(job_id bigint, why text, agent_event text DEFAULT 'kill') RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    j gangsched.gangs;
+BEGIN
+    SELECT * INTO j FROM gangsched.gangs WHERE id = job_id FOR UPDATE;
+    PERFORM gangsched._end_allocations(ARRAY[job_id], why, agent_event);
+    DELETE FROM gangsched.holds WHERE job = job_id;
+    UPDATE gangsched.gangs
+       SET state = 'pending', placed_at = NULL, started_at = NULL, started_nodes = '{}', borrowed = false,
+           preempt_deadline = NULL, preempted_for = NULL, requeues = requeues + 1,
+           lost_gpu_seconds = lost_gpu_seconds + gangsched._lost_gpu_seconds(j), reason = why
+     WHERE id = job_id;
+    PERFORM gangsched._event('requeued', job_id, NULL, j.team_id, why,
+                             jsonb_build_object('from', j.state, 'lost_gpu_seconds', round(gangsched._lost_gpu_seconds(j), 3)));
+END $$;
+
+CREATE FUNCTION gangsched.cancel(job bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    j gangsched.gangs;
+BEGIN
+    SELECT * INTO j FROM gangsched.gangs WHERE id = job FOR UPDATE;
+    IF j.id IS NULL THEN
+        RAISE EXCEPTION 'job % does not exist', job
+            USING ERRCODE = 'foreign_key_violation', HINT = 'See gangsched.gangs for the job ids.';
+    END IF;
+    IF j.state IN ('finished', 'failed', 'cancelled', 'expired') THEN
+        RAISE EXCEPTION 'job % is already %', job, j.state
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'A job in a final state holds nothing and cannot be cancelled.',
+                  HINT = 'Nothing to do; submit a new job to run it again.';
+    END IF;
+    PERFORM gangsched._end_allocations(ARRAY[job], 'cancelled', 'cancel');
+    DELETE FROM gangsched.holds h WHERE h.job = cancel.job;
+    UPDATE gangsched.gangs
+       SET state = 'cancelled', finished_at = gangsched.now(), preempt_deadline = NULL,
+           reason = 'cancelled while ' || j.state
+     WHERE id = job;
+    PERFORM gangsched._event('cancelled', job, NULL, j.team_id, 'cancelled while ' || j.state);
+    PERFORM pg_notify('gangsched_events', json_build_object('event', 'cancel', 'job', job)::text);
+    PERFORM gangsched._wake();
+END $$;
+
+CREATE FUNCTION gangsched.set_node_state(name text, state text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    n   gangsched.nodes := gangsched._node(name);
+    jid bigint;
+BEGIN
+    IF state IS NULL OR state NOT IN ('up', 'draining', 'down') THEN
+        RAISE EXCEPTION 'invalid node state "%"', state
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'up takes work, draining keeps its jobs but takes no new work, down requeues its jobs at once.',
+                  HINT = 'Use ''up'', ''draining'' or ''down''.';
+    END IF;
+    PERFORM 1 FROM gangsched.nodes WHERE id = n.id FOR UPDATE;
+    IF n.state = state THEN
+        RETURN;
+    END IF;
+    UPDATE gangsched.nodes SET state = set_node_state.state, state_since = gangsched.now() WHERE id = n.id;
+    PERFORM gangsched._event('node_state', NULL, n.id, NULL, format('%s -> %s', n.state, state),
+                             jsonb_build_object('node', name));
+    IF state = 'down' THEN
+        FOR jid IN
+            SELECT DISTINCT a.job FROM gangsched.allocations a
+             WHERE a.node_id = n.id AND upper_inf(a.during)
+            UNION
+            SELECT DISTINCT h.job FROM gangsched.holds h WHERE h.node_id = n.id
+            ORDER BY 1
+        LOOP
+            PERFORM gangsched._requeue(jid, format('node %s went down', name));
+        END LOOP;
+    END IF;
+    PERFORM gangsched._wake();
+END $$;

@@ -1,0 +1,124 @@
+/* ------------------------------------------------------------------ */
+/* Invariants                                                          */
+/* ------------------------------------------------------------------ */
+
+-- One row per violation; none when healthy. Numbers follow SPEC.md.
+CREATE FUNCTION gangsched.check_invariants()
+RETURNS TABLE (invariant int, job bigint, node text, detail text)
+LANGUAGE sql STABLE AS $$
+WITH cur AS (
+    SELECT a.*, n.name AS node_name, n.topology
+      FROM gangsched.allocations a JOIN gangsched.nodes n ON n.id = a.node_id
+     WHERE upper_inf(a.during)),
+cur_slots AS (
+    SELECT c.id AS alloc_id, c.job, c.node_id, d.device, d.device * 8 + s.slice AS slot
+      FROM cur c, unnest(c.devices) d(device), generate_series(c.first_slice, c.first_slice + c.slices - 1) s(slice)),
+hist_slots AS (
+    SELECT a.id, a.job, a.node_id, d.device * 8 + s.slice AS slot, a.during
+      FROM gangsched.allocations a, unnest(a.devices) d(device), generate_series(a.first_slice, a.first_slice + a.slices - 1) s(slice)),
+hist_ordered AS (
+    SELECT h.*, lag(upper(h.during)) OVER w AS prev_upper, lag(h.job) OVER w AS prev_job
+      FROM hist_slots h WINDOW w AS (PARTITION BY h.node_id, h.slot ORDER BY lower(h.during), upper(h.during)))
+-- 1. slices: held rows match current allocations; no overlap in history;
+--    slices stay within their device.
+SELECT 1, cs.job, n.name, format('slot %s (device %s) of a current allocation is not in held_slots', cs.slot, cs.device)
+  FROM cur_slots cs JOIN gangsched.nodes n ON n.id = cs.node_id
+ WHERE NOT EXISTS (SELECT FROM gangsched.held_slots h WHERE h.node_id = cs.node_id AND h.slot = cs.slot AND h.alloc_id = cs.alloc_id)
+UNION ALL
+SELECT 1, h.job, n.name, format('held slot %s belongs to no current allocation of job %s', h.slot, h.job)
+  FROM gangsched.held_slots h JOIN gangsched.nodes n ON n.id = h.node_id
+ WHERE NOT EXISTS (SELECT FROM cur_slots cs WHERE cs.node_id = h.node_id AND cs.slot = h.slot AND cs.alloc_id = h.alloc_id AND cs.job = h.job)
+UNION ALL
+SELECT 1, o.job, n.name, format('device slot %s held by jobs %s and %s at overlapping times', o.slot, o.prev_job, o.job)
+  FROM hist_ordered o JOIN gangsched.nodes n ON n.id = o.node_id
+ WHERE o.prev_upper > lower(o.during)
+UNION ALL
+SELECT 1, c.job, c.node_name, format('allocation %s uses device %s beyond the node''s %s devices or slices %s..%s beyond %s',
+                                     c.id, d.device, n.gpus, c.first_slice, c.first_slice + c.slices - 1, n.gpu_slices)
+  FROM cur c JOIN gangsched.nodes n ON n.id = c.node_id, unnest(c.devices) d(device)
+ WHERE d.device >= n.gpus OR d.device < 0 OR c.first_slice < 0 OR c.first_slice + c.slices > n.gpu_slices
+UNION ALL
+-- 2. host resources not over-committed
+SELECT 2, NULL, n.name, format('node over-committed: cpus %s/%s, mem_gb %s/%s, net_gbps %s/%s',
+                               s.cpus, n.cpus, s.mem, n.mem_gb, s.net, n.net_gbps)
+  FROM (SELECT node_id, sum(cpus) cpus, sum(mem_gb) mem, sum(net_gbps) net FROM cur GROUP BY node_id) s
+  JOIN gangsched.nodes n ON n.id = s.node_id
+ WHERE s.cpus > n.cpus OR s.mem > n.mem_gb OR s.net > n.net_gbps
+UNION ALL
+-- 3. live jobs hold exactly their workers, in shape; other jobs hold nothing
+SELECT 3, j.id, NULL, format('job is %s and holds %s allocations (ranks %s distinct) for %s workers',
+                             j.state, COALESCE(s.n, 0), COALESCE(s.ranks, 0), j.workers)
+  FROM gangsched.gangs j
+  LEFT JOIN (SELECT c.job, count(*) n, count(DISTINCT c.worker) FILTER (WHERE c.worker < g.workers) ranks
+               FROM cur c JOIN gangsched.gangs g ON g.id = c.job GROUP BY c.job) s ON s.job = j.id
+ WHERE (j.state IN ('placed', 'running', 'preempting') AND (s.n IS DISTINCT FROM j.workers OR s.ranks IS DISTINCT FROM j.workers::bigint))
+    OR (j.state NOT IN ('placed', 'running', 'preempting') AND s.n > 0)
+UNION ALL
+SELECT 3, c.job, c.node_name, format('worker %s holds %s GPUs (%s devices × %s slices), %s cpus, %s mem_gb, %s net_gbps; the job asks for %s, %s, %s, %s',
+                                     c.worker, c.gpus, cardinality(c.devices), c.slices, c.cpus, c.mem_gb, c.net_gbps, j.gpus, j.cpus, j.mem_gb, j.net_gbps)
+  FROM cur c JOIN gangsched.gangs j ON j.id = c.job JOIN gangsched.nodes n ON n.id = c.node_id
+ WHERE c.cpus <> j.cpus OR c.mem_gb <> j.mem_gb OR c.net_gbps <> j.net_gbps OR c.gpus <> j.gpus
+    OR (j.gpus >= 1 AND (cardinality(c.devices) <> j.gpus OR c.first_slice <> 0 OR c.slices <> n.gpu_slices))
+    OR (j.gpus > 0 AND j.gpus < 1 AND (cardinality(c.devices) <> 1 OR c.slices <> gangsched._slices_needed(j.gpus, n.gpu_slices)))
+    OR (j.gpus = 0 AND cardinality(c.devices) <> 0)
+    OR (j.gpus > 0 AND j.gpu_model IS NOT NULL AND n.gpu_model IS DISTINCT FROM j.gpu_model)
+    OR (j.gpus > 0 AND j.gpu_mem_gb IS NOT NULL AND COALESCE(n.gpu_mem_gb, 0) < j.gpu_mem_gb)
+    OR (j.pool_id IS NOT NULL AND n.pool_id <> j.pool_id)
+UNION ALL
+SELECT 3, s.job, NULL, format('%s %s spans %s %s domains', s.what, s.k, s.domains, gangsched._level_name(s.depth))
+  FROM (SELECT c.job, 'tensor group' what, c.worker / j.group_size k, j.group_span depth,
+               count(DISTINCT gangsched._domain(c.topology, c.node_name, j.group_span)) domains
+          FROM cur c JOIN gangsched.gangs j ON j.id = c.job GROUP BY 1, 2, 3, 4
+        UNION ALL
+        SELECT c.job, 'pipeline replica', c.worker / (j.group_size * j.stages), j.stage_span,
+               count(DISTINCT gangsched._domain(c.topology, c.node_name, j.stage_span))
+          FROM cur c JOIN gangsched.gangs j ON j.id = c.job WHERE j.stage_span IS NOT NULL GROUP BY 1, 2, 3, 4
+        UNION ALL
+        SELECT c.job, 'gang', 0, j.span, count(DISTINCT gangsched._domain(c.topology, c.node_name, j.span))
+          FROM cur c JOIN gangsched.gangs j ON j.id = c.job WHERE j.span IS NOT NULL GROUP BY 1, 2, 3, 4
+        UNION ALL
+        SELECT c.job, 'gang', 0, NULL::smallint, count(DISTINCT n.pool_id)
+          FROM cur c JOIN gangsched.nodes n ON n.id = c.node_id GROUP BY 1, 2, 3, 4) s
+ WHERE s.domains > 1
+UNION ALL
+SELECT 3, c.job, c.node_name, format('worker %s of a %s job is on a node that does not cache %s', c.worker, j.locality, j.dataset)
+  FROM cur c JOIN gangsched.gangs j ON j.id = c.job
+ WHERE j.locality = 'required'
+   AND NOT EXISTS (SELECT FROM gangsched.datasets d WHERE d.node_id = c.node_id AND d.dataset = j.dataset)
+UNION ALL
+-- 4. allocation time ranges inside the job's placed interval; history guards on
+SELECT 4, a.job, NULL, format('allocation %s (%s) lies outside job''s placed interval [%s, %s)', a.id, a.during,
+                              COALESCE(j.placed_at, j.submitted_at), j.finished_at)
+  FROM gangsched.allocations a JOIN gangsched.gangs j ON j.id = a.job
+ WHERE lower(a.during) < j.submitted_at
+    OR (upper_inf(a.during) AND lower(a.during) IS DISTINCT FROM j.placed_at)
+    OR (j.finished_at IS NOT NULL AND upper(a.during) > j.finished_at)
+UNION ALL
+SELECT 4, NULL, NULL, format('history guard trigger %s on %s is missing or disabled', g.tgname, g.rel)
+  FROM (VALUES ('allocations_update_guard', 'gangsched.allocations'), ('allocations_delete_guard', 'gangsched.allocations'),
+               ('events_append_only', 'gangsched.events')) g(tgname, rel)
+ WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_trigger t
+                    WHERE t.tgrelid = g.rel::regclass AND t.tgname = g.tgname AND t.tgenabled IN ('O', 'A'))
+UNION ALL
+-- 5. a nominated job's held capacity is not allocated to another job (its
+--    own victims, still draining, excepted)
+SELECT 5, h.job, n.name, format('slot %s held for nominated job %s is allocated to job %s (%s)', hs.slot, h.job, hs.job, v.state)
+  FROM gangsched.holds h JOIN gangsched.nodes n ON n.id = h.node_id
+ CROSS JOIN LATERAL unnest(h.devices) d(device)
+ CROSS JOIN LATERAL generate_series(h.first_slice, h.first_slice + h.slices - 1) s(slice)
+  JOIN gangsched.held_slots hs ON hs.node_id = h.node_id AND hs.slot = d.device * 8 + s.slice
+  JOIN gangsched.gangs v ON v.id = hs.job
+ WHERE hs.job <> h.job
+   AND NOT (v.state = 'preempting' AND v.preempted_for = h.job)
+UNION ALL
+SELECT 5, h.job, NULL, format('job holds capacity but is %s', j.state)
+  FROM (SELECT DISTINCT job FROM gangsched.holds) h JOIN gangsched.gangs j ON j.id = h.job
+ WHERE j.state <> 'nominated'
+UNION ALL
+SELECT 5, h.job, n.name, format('two nominated jobs hold slot %s', d.device * 8 + s.slice)
+  FROM gangsched.holds h JOIN gangsched.nodes n ON n.id = h.node_id,
+       unnest(h.devices) d(device), generate_series(h.first_slice, h.first_slice + h.slices - 1) s(slice)
+ WHERE EXISTS (SELECT FROM gangsched.holds h2, unnest(h2.devices) d2(device),
+                      generate_series(h2.first_slice, h2.first_slice + h2.slices - 1) s2(slice)
+                WHERE h2.node_id = h.node_id AND h2.job < h.job AND d2.device * 8 + s2.slice = d.device * 8 + s.slice)
+$$;

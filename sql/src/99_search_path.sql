@@ -1,0 +1,21 @@
+/* ------------------------------------------------------------------ */
+/* Name resolution                                                     */
+/* ------------------------------------------------------------------ */
+
+-- Table and function names above are schema-qualified; ltree's functions
+-- (subpath, nlevel) are found through the search path fixed here to the
+-- extension's schema and its prerequisites' schemas, as set while this
+-- script runs, so a caller's search_path cannot change what they mean.
+DO $$
+DECLARE
+    f regprocedure;
+BEGIN
+    FOR f IN
+        SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+         WHERE p.pronamespace = 'gangsched'::regnamespace
+           AND p.prolang IN (SELECT oid FROM pg_catalog.pg_language WHERE lanname IN ('plpgsql', 'sql'))
+           AND p.proname NOT IN ('now', '_fit', '_slices_needed')
+    LOOP
+        EXECUTE format('ALTER FUNCTION %s SET search_path FROM CURRENT', f);
+    END LOOP;
+END $$;

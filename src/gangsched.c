@@ -1,0 +1,22 @@
+/*
+ * gangsched.c — module magic and _PG_init.
+ *
+ * _PG_init stays thin: each module registers its own settings, hooks and
+ * workers.
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+
+#include "gangsched.h"
+
+PG_MODULE_MAGIC;
+
+void		_PG_init(void);
+
+void
+_PG_init(void)
+{
+	gs_guc_init();
+	gs_wake_init();
+}

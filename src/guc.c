@@ -1,0 +1,165 @@
+/*
+ * guc.c — the gangsched.* settings and the scheduler's clock.
+ *
+ * Every setting carries a description an operator can read in pg_settings;
+ * check hooks explain a bad value.
+ */
+#include "postgres.h"
+
+#include <limits.h>
+
+#include "access/xact.h"
+
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/datetime.h"
+#include "utils/guc.h"
+#include "utils/timestamp.h"
+
+#include "gangsched.h"
+#include "guc.h"
+
+char	   *gs_clock_override = NULL;
+int			gs_start_timeout_s = 300;
+int			gs_default_queue_timeout_s = 0;
+int			gs_min_runtime_s = 300;
+int			gs_default_grace_s = 60;
+int			gs_max_grace_s = 600;
+int			gs_restart_cost_s = 60;
+int			gs_node_timeout_s = 60;
+int			gs_round_interval_ms = 1000;
+bool		gs_enabled = true;
+char	   *gs_database = NULL;
+
+/* Parse a timestamptz the way the input function does, without throwing. */
+static bool
+parse_timestamptz(const char *str, TimestampTz *result)
+{
+	fsec_t		fsec;
+	struct pg_tm tt,
+			   *tm = &tt;
+	int			tz;
+	int			dtype;
+	int			nf;
+	char	   *field[MAXDATEFIELDS];
+	int			ftype[MAXDATEFIELDS];
+	char		workbuf[MAXDATELEN + MAXDATEFIELDS];
+
+	if (ParseDateTime(str, workbuf, sizeof(workbuf), field, ftype, MAXDATEFIELDS, &nf) != 0)
+		return false;
+	if (DecodeDateTime(field, ftype, nf, &dtype, tm, &fsec, &tz) != 0)
+		return false;
+	if (dtype != DTK_DATE)
+		return false;
+	return tm2timestamp(tm, fsec, &tz, result) == 0;
+}
+
+static bool
+check_clock_override(char **newval, void **extra, GucSource source)
+{
+	TimestampTz ts;
+
+	if (*newval == NULL || (*newval)[0] == '\0')
+		return true;
+	if (!parse_timestamptz(*newval, &ts))
+	{
+		GUC_check_errdetail("\"%s\" is not a timestamp with time zone.", *newval);
+		GUC_check_errhint("Use a value such as '2026-01-01 00:00:00+00', or an empty string for the real clock.");
+		return false;
+	}
+	return true;
+}
+
+TimestampTz
+gs_now(void)
+{
+	TimestampTz ts;
+
+	if (gs_clock_override != NULL && gs_clock_override[0] != '\0' &&
+		parse_timestamptz(gs_clock_override, &ts))
+		return ts;
+	return GetCurrentTransactionStartTimestamp();
+}
+
+static bool
+check_database(char **newval, void **extra, GucSource source)
+{
+	if (*newval != NULL && strlen(*newval) >= NAMEDATALEN)
+	{
+		GUC_check_errdetail("Database names are shorter than %d bytes.", NAMEDATALEN);
+		return false;
+	}
+	return true;
+}
+
+void
+gs_guc_init(void)
+{
+	DefineCustomStringVariable("gangsched.clock_override",
+							   "Fixes the scheduler's clock at this timestamp (virtual time for tests and trace replays).",
+							   "Empty means the real clock, pg_catalog.now(). Every time rule reads gangsched.now().",
+							   &gs_clock_override, "", PGC_USERSET, 0,
+							   check_clock_override, NULL, NULL);
+
+	DefineCustomIntVariable("gangsched.start_timeout",
+							"Requeues a placed job whose agents have not all confirmed it within this time.",
+							"The gang never became ready; its allocations are ended and it goes back to pending.",
+							&gs_start_timeout_s, 300, 1, INT_MAX / 1000, PGC_USERSET,
+							GUC_UNIT_S, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("gangsched.default_queue_timeout",
+							"Expires a pending job after waiting this long, unless it gave its own queue_timeout.",
+							"0 means jobs wait without limit.",
+							&gs_default_queue_timeout_s, 0, 0, INT_MAX / 1000, PGC_USERSET,
+							GUC_UNIT_S, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("gangsched.min_runtime",
+							"A job that started less than this long ago is not chosen as a preemption victim.",
+							"Guards against thrashing.",
+							&gs_min_runtime_s, 300, 0, INT_MAX / 1000, PGC_USERSET,
+							GUC_UNIT_S, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("gangsched.default_grace",
+							"Grace a preempted job gets to checkpoint when it gave no grace of its own.",
+							NULL,
+							&gs_default_grace_s, 60, 0, INT_MAX / 1000, PGC_USERSET,
+							GUC_UNIT_S, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("gangsched.max_grace",
+							"Upper bound on any preempted job's grace before it is killed.",
+							NULL,
+							&gs_max_grace_s, 600, 0, INT_MAX / 1000, PGC_USERSET,
+							GUC_UNIT_S, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("gangsched.restart_cost",
+							"Work a preempted job loses to restarting, added to its work since the last checkpoint when choosing victims.",
+							"In seconds of the job's GPUs.",
+							&gs_restart_cost_s, 60, 0, INT_MAX / 1000, PGC_USERSET,
+							GUC_UNIT_S, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("gangsched.node_timeout",
+							"Marks a node down when its agent has sent no heartbeat for this long.",
+							"0 disables the check.",
+							&gs_node_timeout_s, 60, 0, INT_MAX / 1000, PGC_SIGHUP,
+							GUC_UNIT_S, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("gangsched.round_interval",
+							"Time between the background worker's scheduling rounds.",
+							"The worker is also woken at once by commits that change the queue.",
+							&gs_round_interval_ms, 1000, 10, 3600 * 1000, PGC_SIGHUP,
+							GUC_UNIT_MS, NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("gangsched.enabled",
+							 "Lets the background worker run scheduling rounds.",
+							 "Off pauses the worker; run_round() and pg_cron still work.",
+							 &gs_enabled, true, PGC_SIGHUP, 0, NULL, NULL, NULL);
+
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomStringVariable("gangsched.database",
+								   "Database in which the background worker runs scheduling rounds.",
+								   "Empty disables the worker.",
+								   &gs_database, "", PGC_POSTMASTER, 0,
+								   check_database, NULL, NULL);
+
+	MarkGUCPrefixReserved("gangsched");
+}

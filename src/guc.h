@@ -1,0 +1,24 @@
+/*
+ * guc.h — gangsched.* settings.
+ */
+#ifndef GANGSCHED_GUC_H
+#define GANGSCHED_GUC_H
+
+#include "datatype/timestamp.h"
+
+extern char *gs_clock_override;
+extern int	gs_start_timeout_s;
+extern int	gs_default_queue_timeout_s;
+extern int	gs_min_runtime_s;
+extern int	gs_default_grace_s;
+extern int	gs_max_grace_s;
+extern int	gs_restart_cost_s;
+extern int	gs_node_timeout_s;
+extern int	gs_round_interval_ms;
+extern bool gs_enabled;
+extern char *gs_database;
+
+/* The scheduler's clock: the override when set, else now(). */
+extern TimestampTz gs_now(void);
+
+#endif							/* GANGSCHED_GUC_H */
