@@ -155,6 +155,7 @@ CREATE TABLE gangsched.gangs (
     -- lifecycle
     queue_pos           bigint NOT NULL,
     submitted_at        timestamptz NOT NULL,
+    queued_at           timestamptz NOT NULL,   -- last (re)entry into pending
     placed_at           timestamptz,
     started_at          timestamptz,
     finished_at         timestamptz,
@@ -209,7 +210,7 @@ CREATE TABLE gangsched.held_slots (
     node_id   int NOT NULL,
     slot      int NOT NULL,
     job       bigint NOT NULL,
-    alloc_id  bigint NOT NULL,
+    worker    int NOT NULL,
     PRIMARY KEY (node_id, slot)
 );
 CREATE INDEX held_slots_job_idx ON gangsched.held_slots (job);

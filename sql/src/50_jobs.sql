@@ -98,11 +98,11 @@ BEGIN
     INSERT INTO gangsched.gangs (team_id, name, workers, gpus, cpus, mem_gb, net_gbps, gpu_model, gpu_mem_gb,
                                 priority, preemptible, pool_id, group_size, group_span, stages, stage_span, span,
                                 dataset, locality, checkpoint_interval, grace, queue_timeout, command,
-                                queue_pos, submitted_at)
+                                queue_pos, submitted_at, queued_at)
     VALUES (j.team_id, name, workers, gpus, cpus, mem_gb, net_gbps, j.gpu_model, j.gpu_mem_gb,
             priority, preemptible, j.pool_id, group_size, j.group_span, stages, j.stage_span, j.span,
             dataset, locality, checkpoint_interval, grace, queue_timeout, command,
-            nextval('gangsched.queue_position_seq'), gangsched.now())
+            nextval('gangsched.queue_position_seq'), gangsched.now(), gangsched.now())
     RETURNING id INTO j.id;
     INSERT INTO gangsched.events (at, kind, job, team_id, reason)
     VALUES (gangsched.now(), 'submitted', j.id, j.team_id, 'admitted');
@@ -152,7 +152,7 @@ BEGIN
     DELETE FROM gangsched.holds WHERE job = job_id;
     UPDATE gangsched.gangs
        SET state = 'pending', placed_at = NULL, started_at = NULL, started_nodes = '{}', borrowed = false,
-           preempt_deadline = NULL, preempted_for = NULL, requeues = requeues + 1,
+           preempt_deadline = NULL, preempted_for = NULL, requeues = requeues + 1, queued_at = gangsched.now(),
            lost_gpu_seconds = lost_gpu_seconds + gangsched._lost_gpu_seconds(j), reason = why
      WHERE id = job_id;
     PERFORM gangsched._event('requeued', job_id, NULL, j.team_id, why,

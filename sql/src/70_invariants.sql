@@ -11,7 +11,7 @@ WITH cur AS (
       FROM gangsched.allocations a JOIN gangsched.nodes n ON n.id = a.node_id
      WHERE upper_inf(a.during)),
 cur_slots AS (
-    SELECT c.id AS alloc_id, c.job, c.node_id, d.device, d.device * 8 + s.slice AS slot
+    SELECT c.job, c.worker, c.node_id, d.device, d.device * 8 + s.slice AS slot
       FROM cur c, unnest(c.devices) d(device), generate_series(c.first_slice, c.first_slice + c.slices - 1) s(slice)),
 hist_slots AS (
     SELECT a.id, a.job, a.node_id, d.device * 8 + s.slice AS slot, a.during
@@ -23,11 +23,11 @@ hist_ordered AS (
 --    slices stay within their device.
 SELECT 1, cs.job, n.name, format('slot %s (device %s) of a current allocation is not in held_slots', cs.slot, cs.device)
   FROM cur_slots cs JOIN gangsched.nodes n ON n.id = cs.node_id
- WHERE NOT EXISTS (SELECT FROM gangsched.held_slots h WHERE h.node_id = cs.node_id AND h.slot = cs.slot AND h.alloc_id = cs.alloc_id)
+ WHERE NOT EXISTS (SELECT FROM gangsched.held_slots h WHERE h.node_id = cs.node_id AND h.slot = cs.slot AND h.job = cs.job AND h.worker = cs.worker)
 UNION ALL
 SELECT 1, h.job, n.name, format('held slot %s belongs to no current allocation of job %s', h.slot, h.job)
   FROM gangsched.held_slots h JOIN gangsched.nodes n ON n.id = h.node_id
- WHERE NOT EXISTS (SELECT FROM cur_slots cs WHERE cs.node_id = h.node_id AND cs.slot = h.slot AND cs.alloc_id = h.alloc_id AND cs.job = h.job)
+ WHERE NOT EXISTS (SELECT FROM cur_slots cs WHERE cs.node_id = h.node_id AND cs.slot = h.slot AND cs.job = h.job AND cs.worker = h.worker)
 UNION ALL
 SELECT 1, o.job, n.name, format('device slot %s held by jobs %s and %s at overlapping times', o.slot, o.prev_job, o.job)
   FROM hist_ordered o JOIN gangsched.nodes n ON n.id = o.node_id
