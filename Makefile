@@ -11,8 +11,6 @@ INSTALL_SQL = sql/$(EXTENSION)--$(EXTVERSION).sql
 DATA_built = $(INSTALL_SQL)
 DATA = $(filter-out $(INSTALL_SQL),$(wildcard sql/$(EXTENSION)--*.sql))
 
-$(INSTALL_SQL): $(sort $(wildcard sql/src/*.sql))
-	cat $^ > $@
 
 # -Wno-unused-parameter: PG_FUNCTION_ARGS and hooks carry parameters we may ignore,
 # as PostgreSQL itself builds.
@@ -35,6 +33,9 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 ISOLATION_TESTDB = $(CONTRIB_TESTDB)
+
+$(INSTALL_SQL): $(sort $(wildcard sql/src/*.sql))
+	cat $^ > $@
 
 # The version must agree everywhere; CI calls this.
 .PHONY: check-version pgtap bench demo test
