@@ -1,0 +1,44 @@
+/* ------------------------------------------------------------------ */
+/* Scheduling round                                                    */
+/* ------------------------------------------------------------------ */
+
+-- Put live jobs back in the queue at their old positions, set-based: end
+-- their allocations (history kept), drop capacity held for them, count the
+-- work lost since their last checkpoint. Returns how many were requeued.
+CREATE FUNCTION gangsched._requeue_many(jobs bigint[], why text, agent_event text DEFAULT 'kill') RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+    n int;
+BEGIN
+    IF jobs IS NULL OR cardinality(jobs) = 0 THEN
+        RETURN 0;
+    END IF;
+    PERFORM gangsched._end_allocations(jobs, why, agent_event);
+    DELETE FROM gangsched.holds WHERE job = ANY (jobs);
+    WITH r AS (
+        UPDATE gangsched.gangs g
+           SET state = 'pending', placed_at = NULL, started_at = NULL, started_nodes = '{}', borrowed = false,
+               preempt_deadline = NULL, preempted_for = NULL, requeues = g.requeues + 1,
+               queued_at = gangsched.now(),
+               lost_gpu_seconds = g.lost_gpu_seconds + gangsched._lost_gpu_seconds(g), reason = why
+         WHERE g.id = ANY (jobs) AND g.state IN ('nominated', 'placed', 'running', 'preempting')
+        RETURNING g.id, g.team_id, gangsched._lost_gpu_seconds(g) AS lost)
+    INSERT INTO gangsched.events (at, kind, job, team_id, reason, detail)
+    SELECT gangsched.now(), 'requeued', r.id, r.team_id, why, jsonb_build_object('lost_gpu_seconds', round(r.lost, 3))
+      FROM r;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END $$;
+
+-- One scheduling round in this transaction. Returns at once (ran = false)
+-- when another round holds the round's advisory lock.
+CREATE FUNCTION gangsched.run_round(OUT ran bool, OUT considered int, OUT placed int, OUT workers_placed int,
+                                    OUT preempted int, OUT expired int, OUT requeued int, OUT ms float8,
+                                    OUT note text)
+RETURNS record LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'gs_run_round';
+
+-- Why a job waits, computed now against the current state by simulating
+-- the next round without writing anything.
+CREATE FUNCTION gangsched.why_pending(job bigint)
+RETURNS TABLE (reason text, detail text)
+LANGUAGE C VOLATILE STRICT AS 'MODULE_PATHNAME', 'gs_why_pending';

@@ -1,0 +1,419 @@
+/*
+ * loader.c — the SPI edge that reads the cluster and the queue.
+ *
+ * One query per relation, each set-based: levels, pools, nodes (sorted by
+ * pool and topology so domains are contiguous runs), current usage per node,
+ * held slots per node, capacity held for nominated jobs, the datasets that
+ * pending jobs ask for, and the pending jobs. No query per node or per job.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+
+#include "loader.h"
+#include "placement.h"
+
+static bool
+col_null(int row, int col)
+{
+	bool		isnull;
+
+	(void) SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col, &isnull);
+	return isnull;
+}
+
+static Datum
+col(int row, int col, bool *isnull)
+{
+	return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col, isnull);
+}
+
+static int32_t
+col_int(int row, int c, int32_t dflt)
+{
+	bool		isnull;
+	Datum		d = col(row, c, &isnull);
+
+	return isnull ? dflt : DatumGetInt32(d);
+}
+
+static int64_t
+col_int8(int row, int c)
+{
+	bool		isnull;
+	Datum		d = col(row, c, &isnull);
+
+	return isnull ? 0 : DatumGetInt64(d);
+}
+
+static double
+col_float(int row, int c, double dflt)
+{
+	bool		isnull;
+	Datum		d = col(row, c, &isnull);
+
+	return isnull ? dflt : DatumGetFloat8(d);
+}
+
+static bool
+col_bool(int row, int c)
+{
+	bool		isnull;
+	Datum		d = col(row, c, &isnull);
+
+	return !isnull && DatumGetBool(d);
+}
+
+/* A copy of a text column in the caller's memory context, or NULL. */
+static char *
+col_text(int row, int c)
+{
+	char	   *v = SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, c);
+
+	return v;
+}
+
+static void
+run(const char *sql, int expect)
+{
+	int			rc = SPI_execute(sql, true, 0);
+
+	if (rc != expect)
+		elog(ERROR, "gangsched loader: query failed (%d): %s", rc, sql);
+}
+
+static int
+intern(const char ***names, int *n, int *cap, const char *s)
+{
+	int			i;
+
+	for (i = 0; i < *n; i++)
+		if (strcmp((*names)[i], s) == 0)
+			return i;
+	if (*n == *cap)
+	{
+		*cap = Max(8, *cap * 2);
+		*names = *names ? repalloc(*names, sizeof(char *) * *cap) : palloc(sizeof(char *) * *cap);
+	}
+	(*names)[*n] = pstrdup(s);
+	return (*n)++;
+}
+
+static int
+model_index(GsCluster *c, const char *m)
+{
+	int			i;
+
+	for (i = 0; i < c->nmodels; i++)
+		if (strcmp(c->models[i], m) == 0)
+			return i;
+	return -2;
+}
+
+/*
+ * Build the domain tree from the nodes, sorted by (pool, topology, name): a
+ * node opens new domains from the first depth where it differs from the
+ * node before it down to the node level, and extends the shallower ones.
+ */
+static void
+build_domains(GsCluster *c, char ***labels)
+{
+	int			L1 = c->nlevels + 1;
+	int			d,
+				i;
+
+	for (d = 0; d <= L1; d++)
+	{
+		c->dom[d] = palloc0(sizeof(GsDomain) * Max(c->nnodes, 1));
+		c->ndom[d] = 0;
+	}
+	for (i = 0; i < c->nnodes; i++)
+	{
+		GsNode	   *n = &c->nodes[i];
+		int			first_new = 0;
+
+		if (i > 0)
+		{
+			if (c->nodes[i - 1].pool != n->pool)
+				first_new = 0;
+			else
+			{
+				first_new = L1;
+				for (d = 1; d < L1; d++)
+					if (strcmp(labels[i - 1][d - 1], labels[i][d - 1]) != 0)
+					{
+						first_new = d;
+						break;
+					}
+			}
+		}
+		for (d = 0; d <= L1; d++)
+		{
+			if (d >= first_new)
+			{
+				GsDomain   *dm = &c->dom[d][c->ndom[d]++];
+
+				dm->first_node = i;
+				dm->nnodes = 0;
+				dm->first_child = (d < L1) ? c->ndom[d + 1] : 0;
+				dm->nchildren = 0;
+				if (d == 0)
+					dm->label = c->pools[n->pool].name;
+				else if (d == L1)
+					dm->label = n->name;
+				else
+				{
+					StringInfoData s;
+					int			k;
+
+					initStringInfo(&s);
+					for (k = 0; k < d; k++)
+						appendStringInfo(&s, "%s%s", k ? "." : "", labels[i][k]);
+					dm->label = s.data;
+				}
+				if (d > 0)
+					c->dom[d - 1][c->ndom[d - 1] - 1].nchildren++;
+			}
+			n->dom[d] = c->ndom[d] - 1;
+			c->dom[d][c->ndom[d] - 1].nnodes++;
+		}
+	}
+}
+
+GsState *
+gs_load_state(void)
+{
+	GsState    *st = palloc0(sizeof(GsState));
+	GsCluster  *c = palloc0(sizeof(GsCluster));
+	int			i,
+				k,
+				mcap = 0,
+				dcap = 0;
+	char	 ***labels;
+	int		   *node_by_id;
+	int			max_id = 0;
+
+	st->cluster = c;
+
+	/* levels */
+	run("SELECT name FROM gangsched.topology_levels ORDER BY depth", SPI_OK_SELECT);
+	c->nlevels = (int) SPI_processed;
+	if (c->nlevels > GS_MAX_LEVELS)
+		elog(ERROR, "gangsched loader: too many topology levels");
+	c->level_names[0] = "pool";
+	for (i = 0; i < c->nlevels; i++)
+		c->level_names[i + 1] = col_text(i, 1);
+	c->level_names[c->nlevels + 1] = "node";
+
+	/* pools */
+	run("SELECT id, kind = 'reserved', name FROM gangsched.pools ORDER BY id", SPI_OK_SELECT);
+	c->npools = (int) SPI_processed;
+	if (c->npools > 64)
+		ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+						errmsg("too many pools: %d", c->npools),
+						errdetail("A round handles at most 64 pools."),
+						errhint("Merge pools that share a kind.")));
+	c->pools = palloc0(sizeof(GsPool) * Max(c->npools, 1));
+	for (i = 0; i < c->npools; i++)
+	{
+		c->pools[i].id = col_int(i, 1, 0);
+		c->pools[i].reserved = col_bool(i, 2);
+		c->pools[i].name = col_text(i, 3);
+	}
+
+	/* nodes, sorted so every domain is a contiguous run */
+	run("SELECT n.id, n.pool_id, n.topology::text, n.state, n.cpus::float8, n.mem_gb::float8,"
+		"       n.net_gbps::float8, n.gpus, n.gpu_model, n.gpu_mem_gb::float8, n.gpu_slices, n.name"
+		"  FROM gangsched.nodes n ORDER BY n.pool_id, n.topology, n.name", SPI_OK_SELECT);
+	c->nnodes = (int) SPI_processed;
+	c->nodes = palloc0(sizeof(GsNode) * Max(c->nnodes, 1));
+	labels = palloc(sizeof(char **) * Max(c->nnodes, 1));
+	for (i = 0; i < c->nnodes; i++)
+	{
+		GsNode	   *n = &c->nodes[i];
+		int32_t		pool_id = col_int(i, 2, 0);
+		char	   *topo = col_text(i, 3);
+		char	   *state = col_text(i, 4);
+		char	   *tok,
+				   *save;
+
+		n->id = col_int(i, 1, 0);
+		max_id = Max(max_id, n->id);
+		for (k = 0; k < c->npools; k++)
+			if (c->pools[k].id == pool_id)
+				n->pool = k;
+		n->topology = topo;
+		n->state = strcmp(state, "up") == 0 ? GS_NODE_UP :
+			strcmp(state, "draining") == 0 ? GS_NODE_DRAINING : GS_NODE_DOWN;
+		n->cap_cpus = n->free_cpus = col_float(i, 5, 0);
+		n->cap_mem = n->free_mem = col_float(i, 6, 0);
+		n->cap_net = n->free_net = col_float(i, 7, 0);
+		n->ngpus = (int16_t) col_int(i, 8, 0);
+		n->model = col_null(i, 9) ? -1 : intern(&c->models, &c->nmodels, &mcap, col_text(i, 9));
+		n->gpu_mem = col_float(i, 10, 0);
+		n->slices = (int16_t) col_int(i, 11, 1);
+		n->name = col_text(i, 12);
+		gs_node_recount(n);
+
+		labels[i] = palloc(sizeof(char *) * Max(c->nlevels, 1));
+		tok = strtok_r(pstrdup(topo), ".", &save);
+		for (k = 0; k < c->nlevels; k++)
+		{
+			labels[i][k] = tok ? tok : "";
+			tok = strtok_r(NULL, ".", &save);
+		}
+	}
+	build_domains(c, labels);
+	node_by_id = palloc(sizeof(int) * (max_id + 1));
+	for (i = 0; i <= max_id; i++)
+		node_by_id[i] = -1;
+	for (i = 0; i < c->nnodes; i++)
+		node_by_id[c->nodes[i].id] = i;
+
+	/* host resources in use */
+	run("SELECT a.node_id, sum(a.cpus)::float8, sum(a.mem_gb)::float8, sum(a.net_gbps)::float8"
+		"  FROM gangsched.allocations a WHERE upper_inf(a.during) GROUP BY a.node_id", SPI_OK_SELECT);
+	for (i = 0; i < (int) SPI_processed; i++)
+	{
+		int			id = col_int(i, 1, 0);
+		int			ni = (id >= 0 && id <= max_id) ? node_by_id[id] : -1;
+
+		if (ni < 0)
+			continue;
+		c->nodes[ni].free_cpus -= col_float(i, 2, 0);
+		c->nodes[ni].free_mem -= col_float(i, 3, 0);
+		c->nodes[ni].free_net -= col_float(i, 4, 0);
+	}
+
+	/* device slices in use, and capacity held for nominated jobs */
+	run("SELECT node_id, array_agg(slot) FROM ("
+		"  SELECT h.node_id, h.slot FROM gangsched.held_slots h"
+		"  UNION ALL"
+		"  SELECT h.node_id, d * 8 + s FROM gangsched.holds h, unnest(h.devices) d,"
+		"         generate_series(h.first_slice, h.first_slice + h.slices - 1) s) x"
+		" GROUP BY node_id", SPI_OK_SELECT);
+	for (i = 0; i < (int) SPI_processed; i++)
+	{
+		int			id = col_int(i, 1, 0);
+		int			ni = (id >= 0 && id <= max_id) ? node_by_id[id] : -1;
+		bool		isnull;
+		Datum		arr = col(i, 2, &isnull);
+		ArrayType  *a;
+		int32	   *slots;
+		int			nslots,
+					s;
+
+		if (ni < 0 || isnull)
+			continue;
+		a = DatumGetArrayTypeP(arr);
+		nslots = ArrayGetNItems(ARR_NDIM(a), ARR_DIMS(a));
+		slots = (int32 *) ARR_DATA_PTR(a);
+		for (s = 0; s < nslots; s++)
+		{
+			int			dev = slots[s] / GS_SLOTS_PER_DEVICE;
+			int			sl = slots[s] % GS_SLOTS_PER_DEVICE;
+
+			if (dev >= 0 && dev < c->nodes[ni].ngpus)
+				c->nodes[ni].used[dev] |= (uint8_t) (1 << sl);
+		}
+		gs_node_recount(&c->nodes[ni]);
+	}
+	run("SELECT h.node_id, sum(h.cpus)::float8, sum(h.mem_gb)::float8, sum(h.net_gbps)::float8"
+		"  FROM gangsched.holds h GROUP BY h.node_id", SPI_OK_SELECT);
+	for (i = 0; i < (int) SPI_processed; i++)
+	{
+		int			id = col_int(i, 1, 0);
+		int			ni = (id >= 0 && id <= max_id) ? node_by_id[id] : -1;
+
+		if (ni < 0)
+			continue;
+		c->nodes[ni].free_cpus -= col_float(i, 2, 0);
+		c->nodes[ni].free_mem -= col_float(i, 3, 0);
+		c->nodes[ni].free_net -= col_float(i, 4, 0);
+	}
+
+	/* pending jobs, in queue order (the round reorders with its policy) */
+	run("SELECT g.id, g.team_id, g.priority, g.queue_pos, g.workers, g.gpus::float8, g.cpus::float8,"
+		"       g.mem_gb::float8, g.net_gbps::float8, g.gpu_model, g.gpu_mem_gb::float8, g.pool_id,"
+		"       g.preemptible, g.group_size, g.group_span, g.stages, g.stage_span, g.span,"
+		"       g.dataset, g.locality, g.reason"
+		"  FROM gangsched.gangs g WHERE g.state = 'pending'"
+		" ORDER BY g.priority DESC, g.queue_pos", SPI_OK_SELECT);
+	st->njobs = (int) SPI_processed;
+	st->jobs = palloc0(sizeof(GsJob) * Max(st->njobs, 1));
+	for (i = 0; i < st->njobs; i++)
+	{
+		GsJob	   *j = &st->jobs[i];
+
+		j->id = col_int8(i, 1);
+		j->team = col_int(i, 2, 0);
+		j->priority = col_int(i, 3, 0);
+		j->queue_pos = col_int8(i, 4);
+		j->workers = col_int(i, 5, 1);
+		j->gpus = col_float(i, 6, 0);
+		j->cpus = col_float(i, 7, 0);
+		j->mem = col_float(i, 8, 0);
+		j->net = col_float(i, 9, 0);
+		j->model = col_null(i, 10) ? -1 : model_index(c, col_text(i, 10));
+		j->gpu_mem = col_float(i, 11, -1);
+		j->pool = -1;
+		if (!col_null(i, 12))
+		{
+			int32_t		pid = col_int(i, 12, 0);
+
+			j->pool = -2;
+			for (k = 0; k < c->npools; k++)
+				if (c->pools[k].id == pid)
+					j->pool = k;
+		}
+		j->preemptible = col_bool(i, 13);
+		j->group_size = col_int(i, 14, 1);
+		j->group_depth = (int16_t) col_int(i, 15, c->nlevels + 1);
+		j->stages = col_int(i, 16, 1);
+		j->stage_depth = (int16_t) col_int(i, 17, -1);
+		j->span_depth = (int16_t) col_int(i, 18, -1);
+		j->dataset = -1;
+		if (!col_null(i, 19))
+			j->dataset = intern(&c->datasets, &c->ndatasets, &dcap, col_text(i, 19));
+		{
+			char	   *loc = col_text(i, 20);
+
+			j->locality = strcmp(loc, "required") == 0 ? GS_LOC_REQUIRED :
+				strcmp(loc, "preferred") == 0 ? GS_LOC_PREFERRED : GS_LOC_NONE;
+		}
+		j->old_reason = col_null(i, 21) ? NULL : col_text(i, 21);
+		/* clamp depths the model cannot have */
+		if (j->group_depth > c->nlevels + 1 || j->group_depth < 0)
+			j->group_depth = c->nlevels + 1;
+		if (j->stage_depth > c->nlevels + 1)
+			j->stage_depth = c->nlevels + 1;
+		if (j->span_depth > c->nlevels + 1)
+			j->span_depth = c->nlevels + 1;
+	}
+
+	/* which nodes cache the datasets pending jobs name */
+	c->dataset_nodes = palloc0(sizeof(uint8_t *) * Max(c->ndatasets, 1));
+	for (i = 0; i < c->ndatasets; i++)
+		c->dataset_nodes[i] = palloc0(Max(c->nnodes, 1));
+	if (c->ndatasets > 0)
+	{
+		run("SELECT d.dataset, d.node_id FROM gangsched.datasets d"
+			" WHERE d.dataset IN (SELECT g.dataset FROM gangsched.gangs g"
+			"                      WHERE g.state = 'pending' AND g.dataset IS NOT NULL)", SPI_OK_SELECT);
+		for (i = 0; i < (int) SPI_processed; i++)
+		{
+			char	   *ds = col_text(i, 1);
+			int			id = col_int(i, 2, 0);
+			int			ni = (id >= 0 && id <= max_id) ? node_by_id[id] : -1;
+
+			for (k = 0; k < c->ndatasets; k++)
+				if (strcmp(c->datasets[k], ds) == 0 && ni >= 0)
+					c->dataset_nodes[k][ni] = 1;
+		}
+	}
+	return st;
+}

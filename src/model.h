@@ -1,0 +1,133 @@
+/*
+ * model.h — the in-memory cluster model the scheduler decides on.
+ *
+ * Plain C structs, no SPI: loader.c fills them from the tables, placement.c
+ * and the round work on them, and writer code turns decisions back into
+ * rows. Nodes are kept sorted by (pool, topology, name), so every topology
+ * domain is a contiguous run of nodes and its children a contiguous run of
+ * domains one level deeper.
+ *
+ * Depths: 0 is the pool, 1..L are the named levels (zone, spine, rack...),
+ * L+1 is the node itself.
+ */
+#ifndef GANGSCHED_MODEL_H
+#define GANGSCHED_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define GS_MAX_LEVELS	8
+#define GS_MAX_DEPTH	(GS_MAX_LEVELS + 2)		/* pool + levels + node */
+#define GS_MAX_GPUS		64
+#define GS_SLOTS_PER_DEVICE 8	/* slot = device * 8 + slice */
+
+typedef enum GsNodeState
+{
+	GS_NODE_UP = 0,
+	GS_NODE_DRAINING,
+	GS_NODE_DOWN
+} GsNodeState;
+
+typedef enum GsLocality
+{
+	GS_LOC_NONE = 0,
+	GS_LOC_PREFERRED,
+	GS_LOC_REQUIRED
+} GsLocality;
+
+typedef struct GsPool
+{
+	int32_t		id;				/* pools.id */
+	bool		reserved;		/* kind = 'reserved' */
+	const char *name;
+} GsPool;
+
+typedef struct GsNode
+{
+	int32_t		id;				/* nodes.id */
+	int32_t		pool;			/* index into GsCluster.pools */
+	int32_t		dom[GS_MAX_DEPTH];	/* domain index at each depth 0..L+1 */
+	GsNodeState state;
+	int16_t		ngpus;
+	int16_t		slices;			/* partitions per device, 1..8 */
+	int32_t		model;			/* index into GsCluster.models, -1 none */
+	double		gpu_mem;
+	double		cap_cpus, cap_mem, cap_net;
+	double		free_cpus, free_mem, free_net;
+	uint8_t		used[GS_MAX_GPUS];	/* slices in use per device (bit = slice) */
+	int16_t		free_whole;		/* devices with no slice in use */
+	int32_t		free_slices;	/* slices free over all devices */
+	/* kept for the starvation guard's reserved job (this round only) */
+	int16_t		res_whole;
+	int32_t		res_slices;
+	double		res_cpus, res_mem, res_net;
+	const char *name;
+	const char *topology;
+} GsNode;
+
+typedef struct GsDomain
+{
+	int32_t		first_child;	/* first domain one level deeper */
+	int32_t		nchildren;
+	int32_t		first_node;		/* nodes of this domain: [first_node, +nnodes) */
+	int32_t		nnodes;
+	const char *label;			/* topology prefix, pool name or node name */
+} GsDomain;
+
+typedef struct GsCluster
+{
+	int			nlevels;		/* L */
+	const char *level_names[GS_MAX_DEPTH];	/* by depth; [0] "pool", [L+1] "node" */
+	int			npools;
+	GsPool	   *pools;
+	int			nnodes;
+	GsNode	   *nodes;
+	int			ndom[GS_MAX_DEPTH];
+	GsDomain   *dom[GS_MAX_DEPTH];	/* depth 0..L+1 */
+	int			nmodels;
+	const char **models;
+	int			ndatasets;
+	const char **datasets;
+	uint8_t   **dataset_nodes;	/* [dataset][node] = 1 when cached there */
+} GsCluster;
+
+/* One worker's placement. */
+typedef struct GsAssign
+{
+	int32_t		node;			/* index into GsCluster.nodes */
+	uint64_t	devmask;		/* devices used */
+	int16_t		first_slice;	/* on each device of devmask */
+	int16_t		nslices;
+} GsAssign;
+
+typedef struct GsJob
+{
+	int64_t		id;
+	int32_t		team;			/* teams.id */
+	int32_t		priority;
+	int64_t		queue_pos;
+	int32_t		workers;
+	double		gpus;			/* per worker: 0, whole, or a fraction */
+	double		cpus, mem, net;
+	int32_t		model;			/* -1: any; -2: a model the cluster lacks */
+	double		gpu_mem;		/* < 0: any */
+	int32_t		pool;			/* index into pools, -1 any */
+	bool		preemptible;
+	int32_t		group_size;
+	int32_t		stages;
+	int16_t		group_depth;	/* 1..L+1 */
+	int16_t		stage_depth;	/* -1 none */
+	int16_t		span_depth;		/* -1 none */
+	int32_t		dataset;		/* index into datasets, -1 none/unknown */
+	GsLocality	locality;
+	const char *old_reason;		/* reason stored before this round */
+	/* decision */
+	bool		placed;
+	bool		reserved;		/* the starvation guard's reservation */
+	GsAssign   *assign;			/* [workers] when placed */
+	int16_t		dom_depth;		/* the domain the gang went to */
+	int32_t		dom_index;
+	const char *reason;			/* why it waits (stable text), when not placed */
+} GsJob;
+
+#endif							/* GANGSCHED_MODEL_H */

@@ -1,0 +1,895 @@
+/*
+ * placement.c — all-or-nothing, topology-aware gang placement.
+ *
+ * A gang of W workers has R data-parallel replicas, each a chain of S
+ * pipeline stages, each stage a tensor group of G consecutive ranks. Hard
+ * limits: a group inside one domain of its group_span depth, a replica inside
+ * one domain of its stage_span depth, the gang inside one domain of its span
+ * depth and inside one pool; per-worker cpus/mem/net/devices on the node.
+ *
+ * The search counts, for every domain at every depth, how many "units" of
+ * the job fit there now: workers below the group depth, groups between the
+ * group and stage depths, replicas above the stage depth. Counts are built
+ * bottom-up in one pass over the domains (nodes are sorted so every domain
+ * is a contiguous run), so a job costs O(nodes + domains) however large it
+ * is. The gang goes to the deepest domain that holds it (smallest topology
+ * domain), best fit among those; inside it, units go to the child that holds
+ * all that remain (best fit) or else to the largest children first (fewest
+ * domains spanned), recursively, with ranks given out in order so groups
+ * and consecutive stages stay together. On a node, whole devices are taken
+ * from fully free ones and a fraction from the device with the fewest free
+ * slices that still holds it, so whole devices and nodes stay whole.
+ *
+ * Within a round capacity only shrinks, so a shape that failed with w
+ * workers fails with w or more for the rest of the round: a memo skips them.
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "lib/stringinfo.h"
+#include "utils/hsearch.h"
+
+#include "placement.h"
+
+#define EPS 1e-9
+#define BIG_CAP 1000000
+
+typedef enum UnitKind
+{
+	UNIT_WORKER = 0,
+	UNIT_GROUP,
+	UNIT_REPLICA
+} UnitKind;
+
+typedef enum CountMode
+{
+	MODE_FREE,					/* free capacity less reservations */
+	MODE_EMPTY					/* the node's whole capacity (for reservations) */
+} CountMode;
+
+/* Memo of shapes that failed this round: key is everything but workers. */
+typedef struct ShapeKey
+{
+	double		gpus,
+				cpus,
+				mem,
+				net,
+				gpu_mem;
+	int32_t		model,
+				pool,
+				group_size,
+				stages,
+				dataset;
+	int16_t		group_depth,
+				stage_depth,
+				span_depth;
+	int16_t		locality;
+	int16_t		preemptible;
+	int16_t		pad;
+} ShapeKey;
+
+typedef struct ShapeMemo
+{
+	ShapeKey	key;
+	int32_t		min_failing_workers;
+	GsWhy		why;
+} ShapeMemo;
+
+struct GsPlacer
+{
+	GsCluster  *c;
+	int			L1;				/* depth of the node level, L+1 */
+	int32_t    *cnt[GS_MAX_DEPTH];	/* units per domain, current mode */
+	int32_t    *wsum[GS_MAX_DEPTH];	/* workers per domain, current mode */
+	int32_t    *freecnt[GS_MAX_DEPTH];	/* saved FREE counts (reservations) */
+	HTAB	   *memo;
+	/* the job being placed */
+	GsJob	   *job;
+	UnitKind	kind[GS_MAX_DEPTH];
+	int			unit[3];		/* workers per unit kind */
+	int			kneed[9];		/* slices needed per device slice count */
+	bool		whole;
+	int			g_whole;
+	bool		pool_ok[64];
+	bool		pool_ok_any;
+	bool		only_cached;	/* locality filter in force */
+	CountMode	mode;
+	int			next_rank;
+	bool		commit;			/* assign: take capacity (FREE) or reserve (EMPTY) */
+};
+
+/* runs[mask][k]: disjoint runs of k free slices in an 8-bit free mask. */
+static uint8_t runs_table[256][9];
+static bool runs_ready = false;
+
+static void
+init_runs(void)
+{
+	int			m,
+				k;
+
+	for (m = 0; m < 256; m++)
+		for (k = 1; k <= 8; k++)
+		{
+			int			i = 0,
+						n = 0;
+
+			while (i + k <= 8)
+			{
+				int			run = ((1 << k) - 1) << i;
+
+				if ((m & run) == run)
+				{
+					n++;
+					i += k;
+				}
+				else
+					i++;
+			}
+			runs_table[m][k] = (uint8_t) n;
+		}
+	runs_ready = true;
+}
+
+static inline uint8_t
+free_mask(const GsNode *n, int dev)
+{
+	return (uint8_t) (~n->used[dev] & ((1 << n->slices) - 1));
+}
+
+void
+gs_node_recount(GsNode *n)
+{
+	int			d;
+
+	n->free_whole = 0;
+	n->free_slices = 0;
+	for (d = 0; d < n->ngpus; d++)
+	{
+		uint8_t		f = free_mask(n, d);
+
+		if (n->used[d] == 0)
+			n->free_whole++;
+		n->free_slices += __builtin_popcount(f);
+	}
+}
+
+bool
+gs_node_take_slots(GsNode *n, int device, int first_slice, int nslices)
+{
+	uint8_t		bits;
+
+	if (device < 0 || device >= n->ngpus || first_slice < 0 ||
+		first_slice + nslices > n->slices)
+		return false;
+	bits = (uint8_t) (((1 << nslices) - 1) << first_slice);
+	if (n->used[device] & bits)
+		return false;
+	n->used[device] |= bits;
+	return true;
+}
+
+GsPlacer *
+gs_placer_create(GsCluster *c)
+{
+	GsPlacer   *p = palloc0(sizeof(GsPlacer));
+	HASHCTL		ctl;
+	int			d;
+
+	if (!runs_ready)
+		init_runs();
+	p->c = c;
+	p->L1 = c->nlevels + 1;
+	for (d = 0; d <= p->L1; d++)
+	{
+		int			n = Max(c->ndom[d], 1);
+
+		p->cnt[d] = palloc0(sizeof(int32_t) * n);
+		p->wsum[d] = palloc0(sizeof(int32_t) * n);
+		p->freecnt[d] = palloc0(sizeof(int32_t) * n);
+	}
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(ShapeKey);
+	ctl.entrysize = sizeof(ShapeMemo);
+	ctl.hcxt = CurrentMemoryContext;
+	p->memo = hash_create("gangsched shape memo", 256, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	return p;
+}
+
+/* Set up the per-job fields of the placer. */
+static void
+prepare(GsPlacer *p, GsJob *j)
+{
+	GsCluster  *c = p->c;
+	int			d,
+				s,
+				i;
+
+	p->job = j;
+	p->unit[UNIT_WORKER] = 1;
+	p->unit[UNIT_GROUP] = j->group_size;
+	p->unit[UNIT_REPLICA] = j->group_size * j->stages;
+	for (d = 0; d <= p->L1; d++)
+	{
+		if (j->stage_depth >= 0 && d <= j->stage_depth)
+			p->kind[d] = UNIT_REPLICA;
+		else if (d <= j->group_depth)
+			p->kind[d] = UNIT_GROUP;
+		else
+			p->kind[d] = UNIT_WORKER;
+	}
+	p->whole = (j->gpus >= 1.0 - EPS);
+	p->g_whole = p->whole ? (int) floor(j->gpus + EPS) : 0;
+	for (s = 1; s <= 8; s++)
+	{
+		double		k = j->gpus * s;
+		double		r = floor(k + 0.5);
+
+		p->kneed[s] = (!p->whole && j->gpus > 0 && fabs(k - r) <= 0.001 && r >= 1) ? (int) r : 0;
+	}
+	p->pool_ok_any = false;
+	for (i = 0; i < c->npools && i < 64; i++)
+	{
+		bool		ok;
+
+		if (j->pool >= 0)
+			ok = (i == j->pool);
+		else
+			ok = j->preemptible || c->pools[i].reserved;
+		if (!j->preemptible && !c->pools[i].reserved)
+			ok = false;
+		p->pool_ok[i] = ok;
+		p->pool_ok_any |= ok;
+	}
+	p->only_cached = (j->locality == GS_LOC_REQUIRED);
+}
+
+/* Workers of the current job that fit on node n in the current mode. */
+static int
+node_cap(GsPlacer *p, const GsNode *n)
+{
+	const GsJob *j = p->job;
+	bool		empty = (p->mode == MODE_EMPTY);
+	int			cap = BIG_CAP;
+	double		fc,
+				fm,
+				fn;
+
+	if (n->state != GS_NODE_UP || !p->pool_ok[n->pool])
+		return 0;
+	if (p->only_cached &&
+		(j->dataset < 0 || !p->c->dataset_nodes[j->dataset][n - p->c->nodes]))
+		return 0;
+	fc = empty ? n->cap_cpus : n->free_cpus - n->res_cpus;
+	fm = empty ? n->cap_mem : n->free_mem - n->res_mem;
+	fn = empty ? n->cap_net : n->free_net - n->res_net;
+	if (j->cpus > 0)
+		cap = Min(cap, (int) floor(fc / j->cpus + EPS));
+	if (j->mem > 0)
+		cap = Min(cap, (int) floor(fm / j->mem + EPS));
+	if (j->net > 0)
+		cap = Min(cap, (int) floor(fn / j->net + EPS));
+	if (cap <= 0)
+		return 0;
+	if (j->gpus > 0)
+	{
+		if (n->ngpus == 0 || j->model == -2 ||
+			(j->model >= 0 && n->model != j->model) ||
+			(j->gpu_mem >= 0 && n->gpu_mem + EPS < j->gpu_mem))
+			return 0;
+		if (p->whole)
+		{
+			int			avail;
+
+			if (empty)
+				avail = n->ngpus;
+			else
+			{
+				avail = n->free_whole - n->res_whole;
+				if (n->res_slices > 0)
+					avail -= (n->res_slices + n->slices - 1) / n->slices;
+			}
+			cap = Min(cap, avail / p->g_whole);
+		}
+		else
+		{
+			int			k = p->kneed[n->slices];
+			int			avail = 0,
+						dv;
+
+			if (k == 0)
+				return 0;
+			if (empty)
+				avail = n->ngpus * (n->slices / k);
+			else
+			{
+				for (dv = 0; dv < n->ngpus; dv++)
+					avail += runs_table[free_mask(n, dv)][k];
+				avail -= n->res_whole * (n->slices / k);
+				avail -= (n->res_slices + k - 1) / k;
+			}
+			cap = Min(cap, avail);
+		}
+	}
+	return Max(cap, 0);
+}
+
+/* Fill cnt[][] and wsum[][] for the current job and mode. */
+static void
+count_units(GsPlacer *p)
+{
+	GsCluster  *c = p->c;
+	int			L1 = p->L1;
+	int			d,
+				i;
+	int			u_node = p->unit[p->kind[L1]];
+
+	for (i = 0; i < c->nnodes; i++)
+	{
+		int			w = node_cap(p, &c->nodes[i]);
+
+		p->wsum[L1][i] = w;
+		p->cnt[L1][i] = w / u_node;
+	}
+	for (d = L1 - 1; d >= 0; d--)
+	{
+		int			uc = p->unit[p->kind[d + 1]];
+		int			ud = p->unit[p->kind[d]];
+		GsDomain   *dom = c->dom[d];
+
+		for (i = 0; i < c->ndom[d]; i++)
+		{
+			int64_t		s = 0,
+						w = 0;
+			int			k;
+
+			for (k = dom[i].first_child; k < dom[i].first_child + dom[i].nchildren; k++)
+			{
+				s += p->cnt[d + 1][k];
+				w += p->wsum[d + 1][k];
+			}
+			p->cnt[d][i] = (int32_t) Min(s * uc / ud, INT32_MAX);
+			p->wsum[d][i] = (int32_t) Min(w, INT32_MAX);
+		}
+	}
+}
+
+/* Units of the whole gang in the unit kind of depth d. */
+static inline int
+gang_need(GsPlacer *p, int d)
+{
+	return p->job->workers / p->unit[p->kind[d]];
+}
+
+/* Sum of free whole devices in a domain: tie-break for best fit. */
+static int
+domain_free_gpus(GsPlacer *p, int d, int i)
+{
+	GsDomain   *dom = &p->c->dom[d][i];
+	int			k,
+				s = 0;
+
+	for (k = dom->first_node; k < dom->first_node + dom->nnodes; k++)
+		s += p->c->nodes[k].free_whole;
+	return s;
+}
+
+/*
+ * Choose the gang's domain: the deepest depth (no shallower than span) where
+ * some domain holds the whole gang; among those the best fit (fewest units,
+ * then fewest free devices). In EMPTY mode, prefer the domain where the most
+ * is already free, so a reservation collects capacity that is freeing up.
+ */
+static bool
+choose_gang_domain(GsPlacer *p, int *out_d, int *out_i)
+{
+	int			mind = Max(p->job->span_depth, 0);
+	int			d,
+				i;
+
+	for (d = p->L1; d >= mind; d--)
+	{
+		int			need = gang_need(p, d);
+		int			best = -1;
+		int64_t		bestkey1 = 0,
+					bestkey2 = 0;
+
+		for (i = 0; i < p->c->ndom[d]; i++)
+		{
+			int64_t		k1,
+						k2;
+
+			if (p->cnt[d][i] < need)
+				continue;
+			if (p->mode == MODE_EMPTY)
+			{
+				k1 = -(int64_t) p->freecnt[d][i];
+				k2 = p->cnt[d][i];
+			}
+			else
+			{
+				k1 = p->cnt[d][i];
+				k2 = domain_free_gpus(p, d, i);
+			}
+			if (best < 0 || k1 < bestkey1 || (k1 == bestkey1 && k2 < bestkey2))
+			{
+				best = i;
+				bestkey1 = k1;
+				bestkey2 = k2;
+			}
+		}
+		if (best >= 0)
+		{
+			*out_d = d;
+			*out_i = best;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Place `n` workers of the job on node `ni` (FREE: take; EMPTY: reserve). */
+static void
+take_on_node(GsPlacer *p, int ni, int n)
+{
+	GsNode	   *node = &p->c->nodes[ni];
+	GsJob	   *j = p->job;
+	int			w;
+
+	if (p->mode == MODE_EMPTY)
+	{
+		node->res_cpus += n * j->cpus;
+		node->res_mem += n * j->mem;
+		node->res_net += n * j->net;
+		if (j->gpus > 0 && p->whole)
+			node->res_whole += n * p->g_whole;
+		else if (j->gpus > 0)
+			node->res_slices += n * p->kneed[node->slices];
+		return;
+	}
+
+	for (w = 0; w < n; w++)
+	{
+		GsAssign   *a = &j->assign[p->next_rank++];
+
+		a->node = ni;
+		a->devmask = 0;
+		a->first_slice = 0;
+		a->nslices = 0;
+		if (j->gpus > 0 && p->whole)
+		{
+			int			dv,
+						got = 0;
+
+			for (dv = 0; dv < node->ngpus && got < p->g_whole; dv++)
+				if (node->used[dv] == 0)
+				{
+					node->used[dv] = (uint8_t) ((1 << node->slices) - 1);
+					a->devmask |= UINT64_C(1) << dv;
+					got++;
+				}
+			Assert(got == p->g_whole);
+			a->nslices = node->slices;
+		}
+		else if (j->gpus > 0)
+		{
+			int			k = p->kneed[node->slices];
+			int			dv,
+						best = -1,
+						bestfree = 99;
+
+			/* the device with the fewest free slices that still holds k */
+			for (dv = 0; dv < node->ngpus; dv++)
+			{
+				uint8_t		f = free_mask(node, dv);
+				int			nf = __builtin_popcount(f);
+
+				if (runs_table[f][k] > 0 && nf < bestfree)
+				{
+					best = dv;
+					bestfree = nf;
+				}
+			}
+			Assert(best >= 0);
+			if (best >= 0)
+			{
+				uint8_t		f = free_mask(node, best);
+				int			s;
+
+				for (s = 0; s + k <= node->slices; s++)
+				{
+					uint8_t		run = (uint8_t) (((1 << k) - 1) << s);
+
+					if ((f & run) == run)
+					{
+						node->used[best] |= run;
+						a->devmask = UINT64_C(1) << best;
+						a->first_slice = s;
+						a->nslices = k;
+						break;
+					}
+				}
+			}
+		}
+		node->free_cpus -= j->cpus;
+		node->free_mem -= j->mem;
+		node->free_net -= j->net;
+	}
+	gs_node_recount(node);
+}
+
+/*
+ * Put `need` units (of the kind of depth d) into domain i of depth d:
+ * to the child that holds all that remain (best fit), else to the largest
+ * child first. Ranks are given out in order.
+ */
+static void
+assign_units(GsPlacer *p, int d, int i, int need)
+{
+	GsDomain   *dom;
+	int			cd,
+				first,
+				nch;
+	int			conv;
+
+	if (need <= 0)
+		return;
+	if (d == p->L1)
+	{
+		take_on_node(p, i, need * p->unit[p->kind[d]]);
+		return;
+	}
+	dom = &p->c->dom[d][i];
+	cd = d + 1;
+	first = dom->first_child;
+	nch = dom->nchildren;
+	/* units of this depth become units of the children's kind */
+	conv = p->unit[p->kind[d]] / p->unit[p->kind[cd]];
+	need *= conv;
+
+	{
+		int32_t    *left = palloc(sizeof(int32_t) * nch);
+		int			k;
+
+		for (k = 0; k < nch; k++)
+			left[k] = p->cnt[cd][first + k];
+
+		while (need > 0)
+		{
+			int			pick = -1;
+			int64_t		pk1 = 0,
+						pk2 = 0;
+
+			/* best fit: a child that holds all that remains */
+			for (k = 0; k < nch; k++)
+			{
+				int64_t		k1,
+							k2;
+
+				if (left[k] < need)
+					continue;
+				if (p->mode == MODE_EMPTY)
+				{
+					k1 = -(int64_t) p->freecnt[cd][first + k];
+					k2 = left[k];
+				}
+				else
+				{
+					k1 = left[k];
+					k2 = (cd == p->L1) ? p->c->nodes[first + k].free_whole : 0;
+				}
+				if (pick < 0 || k1 < pk1 || (k1 == pk1 && k2 < pk2))
+				{
+					pick = k;
+					pk1 = k1;
+					pk2 = k2;
+				}
+			}
+			if (pick >= 0)
+			{
+				assign_units(p, cd, first + pick, need);
+				left[pick] -= need;
+				need = 0;
+				break;
+			}
+			/* otherwise the largest child (fewest domains spanned) */
+			for (k = 0; k < nch; k++)
+			{
+				int64_t		k1;
+
+				if (left[k] <= 0)
+					continue;
+				k1 = (p->mode == MODE_EMPTY)
+					? (int64_t) left[k] * 1000000 + p->freecnt[cd][first + k]
+					: left[k];
+				if (pick < 0 || k1 > pk1)
+				{
+					pick = k;
+					pk1 = k1;
+				}
+			}
+			if (pick < 0)
+				elog(ERROR, "gangsched placement: domain counts do not cover the gang");
+			{
+				int			t = Min(left[pick], need);
+
+				assign_units(p, cd, first + pick, t);
+				left[pick] -= t;
+				need -= t;
+			}
+		}
+		pfree(left);
+	}
+}
+
+static void
+shape_key(const GsJob *j, ShapeKey *k)
+{
+	memset(k, 0, sizeof(*k));
+	k->gpus = j->gpus;
+	k->cpus = j->cpus;
+	k->mem = j->mem;
+	k->net = j->net;
+	k->gpu_mem = j->gpu_mem;
+	k->model = j->model;
+	k->pool = j->pool;
+	k->group_size = j->group_size;
+	k->stages = j->stages;
+	k->dataset = (j->locality != GS_LOC_NONE) ? j->dataset : -1;
+	k->group_depth = j->group_depth;
+	k->stage_depth = j->stage_depth;
+	k->span_depth = j->span_depth;
+	k->locality = (int16_t) j->locality;
+	k->preemptible = j->preemptible;
+}
+
+/* Explain a failure from the FREE counts now in the placer. */
+static void
+explain(GsPlacer *p, GsWhy *why)
+{
+	GsJob	   *j = p->job;
+	GsCluster  *c = p->c;
+	int			i,
+				total = 0,
+				bestnode = 0;
+	int			checks[3][2];
+	int			nchecks = 0,
+				k;
+
+	memset(why, 0, sizeof(*why));
+	for (i = 0; i < c->ndom[0]; i++)
+		total = Max(total, p->wsum[0][i]);
+	for (i = 0; i < c->nnodes; i++)
+		bestnode = Max(bestnode, p->wsum[p->L1][i]);
+	why->total_workers = total;
+	if (bestnode == 0)
+	{
+		why->kind = GS_WHY_NO_NODE;
+		why->depth = p->L1;
+		why->unit = "worker";
+		why->unit_workers = 1;
+		why->need = 1;
+		return;
+	}
+	if (total < j->workers)
+	{
+		why->kind = GS_WHY_CAPACITY;
+		why->depth = 0;
+		why->unit = "worker";
+		why->unit_workers = 1;
+		why->need = j->workers;
+		why->best = total;
+		why->best_workers = total;
+		for (i = 0; i < c->ndom[0]; i++)
+			if (p->wsum[0][i] == total)
+			{
+				why->best_label = c->dom[0][i].label;
+				break;
+			}
+		return;
+	}
+	/* enough workers in a pool: which domain level is too small? */
+	if (j->span_depth >= 0)
+	{
+		checks[nchecks][0] = j->span_depth;
+		checks[nchecks++][1] = 3;
+	}
+	if (j->stage_depth >= 0)
+	{
+		checks[nchecks][0] = j->stage_depth;
+		checks[nchecks++][1] = 2;
+	}
+	checks[nchecks][0] = j->group_depth;
+	checks[nchecks++][1] = 1;
+	why->kind = GS_WHY_TOPOLOGY;
+	for (k = 0; k < nchecks; k++)
+	{
+		int			d = checks[k][0];
+		int			what = checks[k][1];
+		int			uw = (what == 3) ? j->workers : (what == 2) ? j->group_size * j->stages : j->group_size;
+		int			units_needed = j->workers / uw;
+		int			have = 0,
+					bi = -1;
+
+		/* units of this size that fit, summed over domains of depth d */
+		for (i = 0; i < c->ndom[d]; i++)
+		{
+			int			u = p->wsum[d][i] / uw;
+
+			have += u;
+			if (bi < 0 || p->wsum[d][i] > p->wsum[d][bi])
+				bi = i;
+		}
+		if (what == 3 ? (bi < 0 || p->wsum[d][bi] < j->workers) : have < units_needed)
+		{
+			why->depth = d;
+			why->unit = (what == 3) ? "gang" : (what == 2) ? "pipeline replica" : "tensor group";
+			why->unit_workers = uw;
+			why->need = (what == 3) ? 1 : units_needed;
+			why->best = (what == 3) ? (bi >= 0 ? p->wsum[d][bi] / uw : 0) : have;
+			why->best_workers = bi >= 0 ? p->wsum[d][bi] : 0;
+			why->best_label = bi >= 0 ? c->dom[d][bi].label : NULL;
+			return;
+		}
+	}
+	/* each level alone would do, together they do not */
+	why->depth = 0;
+	why->unit = "gang";
+	why->unit_workers = j->workers;
+	why->need = 1;
+	why->best = 0;
+}
+
+bool
+gs_place(GsPlacer *p, GsJob *j, GsWhy *why)
+{
+	ShapeKey	key;
+	ShapeMemo  *m;
+	bool		found;
+	int			d,
+				i;
+
+	memset(why, 0, sizeof(*why));
+	shape_key(j, &key);
+	m = hash_search(p->memo, &key, HASH_FIND, &found);
+	if (found && j->workers >= m->min_failing_workers)
+	{
+		*why = m->why;
+		return false;
+	}
+	prepare(p, j);
+	p->mode = MODE_FREE;
+	if (!p->pool_ok_any)
+	{
+		why->kind = GS_WHY_NO_NODE;
+		return false;
+	}
+	count_units(p);
+
+	/* preferred locality: the cached nodes, if they hold the gang as tightly */
+	if (j->locality == GS_LOC_PREFERRED && j->dataset >= 0)
+	{
+		int			d_any,
+					i_any;
+
+		if (choose_gang_domain(p, &d_any, &i_any))
+		{
+			p->only_cached = true;
+			count_units(p);
+			if (!choose_gang_domain(p, &d, &i) || d < d_any)
+			{
+				p->only_cached = false;
+				count_units(p);
+				d = d_any;
+				i = i_any;
+			}
+			goto place;
+		}
+	}
+	if (!choose_gang_domain(p, &d, &i))
+	{
+		explain(p, why);
+		m = hash_search(p->memo, &key, HASH_ENTER, &found);
+		if (!found || j->workers < m->min_failing_workers)
+		{
+			m->min_failing_workers = j->workers;
+			m->why = *why;
+		}
+		return false;
+	}
+
+place:
+	j->assign = palloc0(sizeof(GsAssign) * j->workers);
+	j->dom_depth = (int16_t) d;
+	j->dom_index = i;
+	p->next_rank = 0;
+	assign_units(p, d, i, gang_need(p, d));
+	if (p->next_rank != j->workers)
+		elog(ERROR, "gangsched placement: placed %d of %d workers of job " INT64_FORMAT,
+			 p->next_rank, j->workers, j->id);
+	j->placed = true;
+	return true;
+}
+
+bool
+gs_reserve(GsPlacer *p, GsJob *j)
+{
+	int			d,
+				i;
+
+	prepare(p, j);
+	p->mode = MODE_FREE;
+	count_units(p);
+	for (d = 0; d <= p->L1; d++)
+		memcpy(p->freecnt[d], p->cnt[d], sizeof(int32_t) * p->c->ndom[d]);
+	p->mode = MODE_EMPTY;
+	count_units(p);
+	if (!choose_gang_domain(p, &d, &i))
+	{
+		p->mode = MODE_FREE;
+		return false;
+	}
+	assign_units(p, d, i, gang_need(p, d));
+	p->mode = MODE_FREE;
+	j->reserved = true;
+	/* capacity changed: earlier failures stay failures, nothing else to do */
+	return true;
+}
+
+char *
+gs_why_text(GsCluster *c, const GsJob *j, const GsWhy *w, bool with_numbers)
+{
+	StringInfoData s;
+	double		g = j->gpus;
+	const char *lvl = c->level_names[w->depth];
+
+	initStringInfo(&s);
+	switch (w->kind)
+	{
+		case GS_WHY_NONE:
+			appendStringInfoString(&s, "fits now");
+			break;
+		case GS_WHY_NO_NODE:
+			appendStringInfoString(&s, "no eligible node that is up has room for one worker now");
+			if (with_numbers)
+				appendStringInfoString(&s, " (every node that could is busy, draining or down)");
+			break;
+		case GS_WHY_CAPACITY:
+			if (g > 0)
+				appendStringInfo(&s, "needs %d workers (%g GPUs) in one pool", j->workers, g * j->workers);
+			else
+				appendStringInfo(&s, "needs %d CPU-only workers in one pool", j->workers);
+			if (with_numbers)
+			{
+				if (g > 0)
+					appendStringInfo(&s, "; the most free in any eligible pool is room for %d (%g GPUs)",
+									 w->best, g * w->best);
+				else
+					appendStringInfo(&s, "; the most free in any eligible pool is room for %d", w->best);
+				if (w->best_label)
+					appendStringInfo(&s, ", in %s", w->best_label);
+			}
+			break;
+		case GS_WHY_TOPOLOGY:
+			if (strcmp(w->unit, "gang") == 0)
+				appendStringInfo(&s, "needs %d workers (%g GPUs) inside one %s",
+								 j->workers, g * j->workers, lvl);
+			else
+				appendStringInfo(&s, "needs %d %ss of %d workers (%g GPUs each) inside one %s each",
+								 w->need, w->unit, w->unit_workers, g * w->unit_workers, lvl);
+			if (with_numbers)
+			{
+				if (strcmp(w->unit, "gang") == 0)
+					appendStringInfo(&s, "; the most free in any %s is room for %d workers (%g GPUs)",
+									 lvl, w->best_workers, g * w->best_workers);
+				else
+					appendStringInfo(&s, "; free capacity holds %d such %ss, the largest %s has room for %d workers",
+									 w->best, w->unit, lvl, w->best_workers);
+				if (w->best_label)
+					appendStringInfo(&s, ", in %s", w->best_label);
+			}
+			break;
+	}
+	return s.data;
+}

@@ -1,0 +1,57 @@
+/*
+ * placement.h — all-or-nothing, topology-aware gang placement.
+ *
+ * Pure algorithm over the structs of model.h: no SPI, no catalog access.
+ * A GsPlacer holds one round's scratch space; gs_place() either places a
+ * whole gang (and takes its capacity out of the model) or leaves the model
+ * untouched and says why.
+ */
+#ifndef GANGSCHED_PLACEMENT_H
+#define GANGSCHED_PLACEMENT_H
+
+#include "model.h"
+
+typedef struct GsPlacer GsPlacer;
+
+/* Why a gang does not fit now: the constraint that fails and the best domain. */
+typedef enum GsWhyKind
+{
+	GS_WHY_NONE = 0,
+	GS_WHY_NO_NODE,				/* no eligible up node can hold one worker */
+	GS_WHY_CAPACITY,			/* not enough free capacity in any eligible pool */
+	GS_WHY_TOPOLOGY				/* enough in total, but not inside one domain */
+} GsWhyKind;
+
+typedef struct GsWhy
+{
+	GsWhyKind	kind;
+	int			depth;			/* the level whose domains are too small */
+	const char *unit;			/* "worker", "tensor group", "pipeline replica", "gang" */
+	int			unit_workers;	/* workers per unit */
+	int			need;			/* units needed inside one domain of depth */
+	int			best;			/* most units any such domain holds now */
+	int			best_workers;	/* workers that fit in that domain now */
+	const char *best_label;		/* that domain */
+	int			total_workers;	/* workers that fit in all eligible pools now */
+} GsWhy;
+
+extern GsPlacer *gs_placer_create(GsCluster *cluster);
+
+/* Place the whole gang on free capacity, or nothing. */
+extern bool gs_place(GsPlacer *p, GsJob *job, GsWhy *why);
+
+/*
+ * Starvation guard: choose where a blocked gang will go once capacity frees
+ * and keep that capacity from later jobs of this round. False when the gang
+ * could not fit even on an empty cluster as it is now (nodes down/draining).
+ */
+extern bool gs_reserve(GsPlacer *p, GsJob *job);
+
+/* Readable text for a GsWhy. */
+extern char *gs_why_text(GsCluster *c, const GsJob *job, const GsWhy *why, bool with_numbers);
+
+/* Load-time helpers for the model. */
+extern void gs_node_recount(GsNode *n);
+extern bool gs_node_take_slots(GsNode *n, int device, int first_slice, int nslices);
+
+#endif							/* GANGSCHED_PLACEMENT_H */

@@ -1,0 +1,560 @@
+/*
+ * round.c — gangsched.run_round() and gangsched.why_pending(): the SPI edges
+ * around the in-memory scheduler.
+ *
+ * A round is one transaction: take the advisory lock (or return at once),
+ * apply the time rules (queue timeouts, start timeouts) set-based, load the
+ * state with a handful of queries, decide in memory, and write every
+ * decision with one batched statement per relation (array parameters, no
+ * statement per allocation). Agents are told through NOTIFY, which is
+ * delivered at commit.
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "commands/async.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "portability/instr_time.h"
+#include "storage/lmgr.h"
+#include "storage/lock.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "guc.h"
+#include "loader.h"
+#include "order.h"
+#include "round.h"
+#include "schedule.h"
+
+/* Advisory lock key of the round: 'gsch' in the first key, 1 in the second. */
+#define GS_ROUND_LOCK_KEY1	0x67736368
+#define GS_ROUND_LOCK_KEY2	1
+
+bool
+gs_try_round_lock(void)
+{
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, GS_ROUND_LOCK_KEY1, GS_ROUND_LOCK_KEY2, 2);
+	return LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL;
+}
+
+/* ---- small array builders -------------------------------------------- */
+
+typedef struct Cols
+{
+	int			n,
+				cap;
+	int64	   *job;
+	int32	   *worker;
+	int32	   *node;
+	char	  **devices;
+	int32	   *first_slice;
+	int32	   *slices;
+} Cols;
+
+static void
+cols_add(Cols *c, int64 job, int32 worker, int32 node, char *devices, int32 fs, int32 ns)
+{
+	if (c->n == c->cap)
+	{
+		c->cap = Max(64, c->cap * 2);
+		c->job = c->job ? repalloc(c->job, sizeof(int64) * c->cap) : palloc(sizeof(int64) * c->cap);
+		c->worker = c->worker ? repalloc(c->worker, sizeof(int32) * c->cap) : palloc(sizeof(int32) * c->cap);
+		c->node = c->node ? repalloc(c->node, sizeof(int32) * c->cap) : palloc(sizeof(int32) * c->cap);
+		c->devices = c->devices ? repalloc(c->devices, sizeof(char *) * c->cap) : palloc(sizeof(char *) * c->cap);
+		c->first_slice = c->first_slice ? repalloc(c->first_slice, sizeof(int32) * c->cap) : palloc(sizeof(int32) * c->cap);
+		c->slices = c->slices ? repalloc(c->slices, sizeof(int32) * c->cap) : palloc(sizeof(int32) * c->cap);
+	}
+	c->job[c->n] = job;
+	c->worker[c->n] = worker;
+	c->node[c->n] = node;
+	c->devices[c->n] = devices;
+	c->first_slice[c->n] = fs;
+	c->slices[c->n] = ns;
+	c->n++;
+}
+
+static Datum
+int8_array(int64 *v, int n)
+{
+	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
+	int			i;
+
+	for (i = 0; i < n; i++)
+		d[i] = Int64GetDatum(v[i]);
+	return PointerGetDatum(construct_array(d, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+static Datum
+int4_array(int32 *v, int n)
+{
+	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
+	int			i;
+
+	for (i = 0; i < n; i++)
+		d[i] = Int32GetDatum(v[i]);
+	return PointerGetDatum(construct_array(d, n, INT4OID, 4, true, TYPALIGN_INT));
+}
+
+static Datum
+text_array(char **v, int n)
+{
+	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
+	bool	   *nulls = palloc(sizeof(bool) * Max(n, 1));
+	int			i,
+				dims[1] = {n},
+				lbs[1] = {1};
+
+	for (i = 0; i < n; i++)
+	{
+		nulls[i] = (v[i] == NULL);
+		d[i] = nulls[i] ? (Datum) 0 : CStringGetTextDatum(v[i]);
+	}
+	return PointerGetDatum(construct_md_array(d, nulls, 1, dims, lbs, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
+static void
+exec_args(const char *sql, int nargs, Oid *types, Datum *values, int expect)
+{
+	int			rc = SPI_execute_with_args(sql, nargs, types, values, NULL, false, 0);
+
+	if (rc != expect)
+		elog(ERROR, "gangsched round: statement failed (%d): %s", rc, sql);
+}
+
+/* ---- time rules ------------------------------------------------------- */
+
+static int
+expire_jobs(TimestampTz now)
+{
+	Oid			types[2] = {TIMESTAMPTZOID, INT4OID};
+	Datum		values[2] = {TimestampTzGetDatum(now), Int32GetDatum(gs_default_queue_timeout_s)};
+
+	exec_args("WITH e AS ("
+			  "  UPDATE gangsched.gangs g"
+			  "     SET state = 'expired', finished_at = $1,"
+			  "         reason = 'queue timeout of ' || COALESCE(g.queue_timeout, make_interval(secs => $2))::text"
+			  "                  || ' passed; it was waiting because it '"
+			  "                  || COALESCE(g.reason, 'had not been considered by a round yet')"
+			  "   WHERE g.state = 'pending'"
+			  "     AND (g.queue_timeout IS NOT NULL OR $2 > 0)"
+			  "     AND g.queued_at + COALESCE(g.queue_timeout, make_interval(secs => $2)) <= $1"
+			  "  RETURNING g.id, g.team_id, g.reason),"
+			  " ev AS (INSERT INTO gangsched.events (at, kind, job, team_id, reason)"
+			  "        SELECT $1, 'expired', e.id, e.team_id, e.reason FROM e RETURNING 1)"
+			  "SELECT count(*)::int FROM ev", 2, types, values, SPI_OK_SELECT);
+	return DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &(bool) {false}));
+}
+
+static int
+requeue_unstarted(TimestampTz now)
+{
+	Oid			types[2] = {TIMESTAMPTZOID, INT4OID};
+	Datum		values[2] = {TimestampTzGetDatum(now), Int32GetDatum(gs_start_timeout_s)};
+	bool		isnull;
+	Datum		d;
+
+	exec_args("SELECT gangsched._requeue_many(array_agg(g.id ORDER BY g.id),"
+			  "        'not started by every agent within gangsched.start_timeout (' || make_interval(secs => $2)::text || ')',"
+			  "        'kill')"
+			  "  FROM gangsched.gangs g"
+			  " WHERE g.state = 'placed' AND g.placed_at + make_interval(secs => $2) <= $1",
+			  2, types, values, SPI_OK_SELECT);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	return isnull ? 0 : DatumGetInt32(d);
+}
+
+/* ---- writing decisions ------------------------------------------------ */
+
+static char *
+devices_text(const GsAssign *a)
+{
+	StringInfoData s;
+	int			dv;
+	bool		first = true;
+
+	initStringInfo(&s);
+	appendStringInfoChar(&s, '{');
+	for (dv = 0; dv < GS_MAX_GPUS; dv++)
+		if (a->devmask & (UINT64_C(1) << dv))
+		{
+			appendStringInfo(&s, first ? "%d" : ",%d", dv);
+			first = false;
+		}
+	appendStringInfoChar(&s, '}');
+	return s.data;
+}
+
+static void
+write_decisions(GsState *st, GsDecision *dec, TimestampTz now)
+{
+	GsCluster  *c = st->cluster;
+	Cols		al = {0};
+	int			nslot = 0,
+				slotcap = 1024;
+	int32	   *s_node = palloc(sizeof(int32) * slotcap);
+	int32	   *s_slot = palloc(sizeof(int32) * slotcap);
+	int64	   *s_job = palloc(sizeof(int64) * slotcap);
+	int32	   *s_worker = palloc(sizeof(int32) * slotcap);
+	int64	   *p_job = palloc(sizeof(int64) * Max(dec->placed, 1));
+	char	  **p_detail = palloc(sizeof(char *) * Max(dec->placed, 1));
+	int			np = 0;
+	int64	   *w_job = palloc(sizeof(int64) * Max(st->njobs, 1));
+	char	  **w_reason = palloc(sizeof(char *) * Max(st->njobs, 1));
+	int			nw = 0;
+	int			i,
+				w;
+	bool	   *seen = palloc0(sizeof(bool) * Max(c->nnodes, 1));
+
+	for (i = 0; i < st->njobs; i++)
+	{
+		GsJob	   *j = &st->jobs[i];
+
+		if (!j->placed)
+		{
+			if (j->reason != NULL &&
+				(j->old_reason == NULL || strcmp(j->old_reason, j->reason) != 0))
+			{
+				w_job[nw] = j->id;
+				w_reason[nw++] = (char *) j->reason;
+			}
+			continue;
+		}
+		{
+			StringInfoData det;
+			int			nnodes = 0;
+
+			initStringInfo(&det);
+			appendStringInfoString(&det, "{\"nodes\":[");
+			for (w = 0; w < j->workers; w++)
+			{
+				GsAssign   *a = &j->assign[w];
+				GsNode	   *n = &c->nodes[a->node];
+				int			dv;
+
+				cols_add(&al, j->id, w, n->id, devices_text(a), a->first_slice, a->nslices);
+				for (dv = 0; dv < GS_MAX_GPUS; dv++)
+					if (a->devmask & (UINT64_C(1) << dv))
+					{
+						int			s;
+
+						for (s = a->first_slice; s < a->first_slice + a->nslices; s++)
+						{
+							if (nslot == slotcap)
+							{
+								slotcap *= 2;
+								s_node = repalloc(s_node, sizeof(int32) * slotcap);
+								s_slot = repalloc(s_slot, sizeof(int32) * slotcap);
+								s_job = repalloc(s_job, sizeof(int64) * slotcap);
+								s_worker = repalloc(s_worker, sizeof(int32) * slotcap);
+							}
+							s_node[nslot] = n->id;
+							s_slot[nslot] = dv * GS_SLOTS_PER_DEVICE + s;
+							s_job[nslot] = j->id;
+							s_worker[nslot++] = w;
+						}
+					}
+				if (!seen[a->node])
+				{
+					char		chan[64];
+					char		payload[128];
+
+					seen[a->node] = true;
+					snprintf(chan, sizeof(chan), "gangsched_node_%d", n->id);
+					snprintf(payload, sizeof(payload), "{\"event\":\"start\",\"job\":" INT64_FORMAT "}", j->id);
+					Async_Notify(chan, payload);
+					appendStringInfo(&det, "%s\"%s\"", nnodes ? "," : "", n->name);
+					nnodes++;
+				}
+			}
+			for (w = 0; w < j->workers; w++)
+				seen[j->assign[w].node] = false;
+			appendStringInfo(&det, "],\"domain\":\"%s\",\"level\":\"%s\"}",
+							 c->dom[j->dom_depth][j->dom_index].label,
+							 c->level_names[j->dom_depth]);
+			p_job[np] = j->id;
+			p_detail[np++] = det.data;
+		}
+	}
+
+	if (al.n > 0)
+	{
+		Oid			types[7] = {INT8ARRAYOID, INT4ARRAYOID, INT4ARRAYOID, TEXTARRAYOID,
+		INT4ARRAYOID, INT4ARRAYOID, TIMESTAMPTZOID};
+		Datum		values[7];
+
+		values[0] = int8_array(al.job, al.n);
+		values[1] = int4_array(al.worker, al.n);
+		values[2] = int4_array(al.node, al.n);
+		values[3] = text_array(al.devices, al.n);
+		values[4] = int4_array(al.first_slice, al.n);
+		values[5] = int4_array(al.slices, al.n);
+		values[6] = TimestampTzGetDatum(now);
+		exec_args("INSERT INTO gangsched.allocations"
+				  "  (job, worker, node_id, team_id, devices, first_slice, slices, gpus, cpus, mem_gb,"
+				  "   net_gbps, borrowed, during)"
+				  "SELECT u.job, u.worker, u.node, g.team_id, u.devices::int[], u.first_slice, u.slices,"
+				  "       g.gpus, g.cpus, g.mem_gb, g.net_gbps, g.borrowed, tstzrange($7, NULL)"
+				  "  FROM unnest($1, $2, $3, $4, $5, $6) AS u(job, worker, node, devices, first_slice, slices)"
+				  "  JOIN gangsched.gangs g ON g.id = u.job",
+				  7, types, values, SPI_OK_INSERT);
+	}
+	if (nslot > 0)
+	{
+		Oid			types[4] = {INT4ARRAYOID, INT4ARRAYOID, INT8ARRAYOID, INT4ARRAYOID};
+		Datum		values[4];
+
+		values[0] = int4_array(s_node, nslot);
+		values[1] = int4_array(s_slot, nslot);
+		values[2] = int8_array(s_job, nslot);
+		values[3] = int4_array(s_worker, nslot);
+		exec_args("INSERT INTO gangsched.held_slots (node_id, slot, job, worker)"
+				  " SELECT * FROM unnest($1, $2, $3, $4)", 4, types, values, SPI_OK_INSERT);
+	}
+	if (np > 0)
+	{
+		Oid			types[3] = {INT8ARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID};
+		Datum		values[3];
+
+		values[0] = int8_array(p_job, np);
+		values[1] = text_array(p_detail, np);
+		values[2] = TimestampTzGetDatum(now);
+		exec_args("WITH p AS ("
+				  "  UPDATE gangsched.gangs g"
+				  "     SET state = 'placed', placed_at = $3, started_at = NULL, started_nodes = '{}', reason = NULL"
+				  "    FROM unnest($1, $2) AS u(job, detail)"
+				  "   WHERE g.id = u.job"
+				  "  RETURNING g.id, g.team_id, u.detail)"
+				  "INSERT INTO gangsched.events (at, kind, job, team_id, reason, detail)"
+				  "SELECT $3, 'placed', p.id, p.team_id, 'placed whole in its smallest domain', p.detail::jsonb FROM p",
+				  3, types, values, SPI_OK_INSERT);
+	}
+	if (nw > 0)
+	{
+		Oid			types[2] = {INT8ARRAYOID, TEXTARRAYOID};
+		Datum		values[2];
+
+		values[0] = int8_array(w_job, nw);
+		values[1] = text_array(w_reason, nw);
+		exec_args("UPDATE gangsched.gangs g SET reason = u.reason"
+				  "  FROM unnest($1, $2) AS u(job, reason) WHERE g.id = u.job",
+				  2, types, values, SPI_OK_UPDATE);
+	}
+	if (dec->reserved != NULL)
+	{
+		Oid			types[4] = {INT8OID, INT4OID, TEXTOID, TIMESTAMPTZOID};
+		Datum		values[4];
+
+		values[0] = Int64GetDatum(dec->reserved->id);
+		values[1] = Int32GetDatum(dec->reserved->team);
+		values[2] = CStringGetTextDatum(dec->reserved->reason);
+		values[3] = TimestampTzGetDatum(now);
+		exec_args("INSERT INTO gangsched.events (at, kind, job, team_id, reason)"
+				  " VALUES ($4, 'reserved', $1, $2, $3)", 4, types, values, SPI_OK_INSERT);
+	}
+}
+
+/* ---- run_round -------------------------------------------------------- */
+
+PG_FUNCTION_INFO_V1(gs_run_round);
+Datum
+gs_run_round(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	Datum		values[9];
+	bool		nulls[9] = {0};
+	instr_time	start,
+				dur;
+	MemoryContext roundcxt,
+				oldcxt;
+	TimestampTz now = gs_now();
+	int			expired = 0,
+				requeued = 0;
+	GsDecision	dec = {0};
+	char		note[256];
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	tupdesc = BlessTupleDesc(tupdesc);
+	INSTR_TIME_SET_CURRENT(start);
+
+	if (!gs_try_round_lock())
+	{
+		values[0] = BoolGetDatum(false);
+		for (int i = 1; i < 7; i++)
+			values[i] = Int32GetDatum(0);
+		values[7] = Float8GetDatum(0);
+		values[8] = CStringGetTextDatum("another round holds the lock; this one did nothing");
+		PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+	}
+
+	roundcxt = AllocSetContextCreate(CurrentMemoryContext, "gangsched round", ALLOCSET_DEFAULT_SIZES);
+	oldcxt = MemoryContextSwitchTo(roundcxt);
+	SPI_connect();
+	{
+		GsState    *st;
+
+		expired = expire_jobs(now);
+		requeued = requeue_unstarted(now);
+		st = gs_load_state();
+		gs_decide(st, &dec);
+		write_decisions(st, &dec, now);
+		if (dec.placed > 0 || expired > 0 || requeued > 0)
+		{
+			char		payload[160];
+
+			snprintf(payload, sizeof(payload),
+					 "{\"event\":\"round\",\"placed\":%d,\"expired\":%d,\"requeued\":%d}",
+					 dec.placed, expired, requeued);
+			Async_Notify("gangsched_events", payload);
+		}
+		if (dec.reserved)
+			snprintf(note, sizeof(note), "capacity kept for job " INT64_FORMAT " (first in line, does not fit yet)",
+					 dec.reserved->id);
+		else
+			note[0] = '\0';
+	}
+	SPI_finish();
+	MemoryContextSwitchTo(oldcxt);
+	MemoryContextDelete(roundcxt);
+
+	INSTR_TIME_SET_CURRENT(dur);
+	INSTR_TIME_SUBTRACT(dur, start);
+	values[0] = BoolGetDatum(true);
+	values[1] = Int32GetDatum(dec.considered);
+	values[2] = Int32GetDatum(dec.placed);
+	values[3] = Int32GetDatum(dec.workers_placed);
+	values[4] = Int32GetDatum(0);
+	values[5] = Int32GetDatum(expired);
+	values[6] = Int32GetDatum(requeued);
+	values[7] = Float8GetDatum(INSTR_TIME_GET_MILLISEC(dur));
+	if (note[0])
+		values[8] = CStringGetTextDatum(note);
+	else
+		nulls[8] = true;
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/* ---- why_pending ------------------------------------------------------ */
+
+PG_FUNCTION_INFO_V1(gs_why_pending);
+Datum
+gs_why_pending(PG_FUNCTION_ARGS)
+{
+	int64		job_id = PG_GETARG_INT64(0);
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Tuplestorestate *ts;
+	TupleDesc	tupdesc;
+	MemoryContext per_query,
+				oldcxt;
+	char	   *state = NULL;
+	char	   *stored_reason = NULL;
+	List	   *rows = NIL;
+	ListCell   *lc;
+
+	InitMaterializedSRF(fcinfo, 0);
+	ts = rsinfo->setResult;
+	tupdesc = rsinfo->setDesc;
+	per_query = rsinfo->econtext->ecxt_per_query_memory;
+
+	SPI_connect();
+	{
+		Oid			types[1] = {INT8OID};
+		Datum		vals[1] = {Int64GetDatum(job_id)};
+
+		exec_args("SELECT state, reason FROM gangsched.gangs WHERE id = $1", 1, types, vals, SPI_OK_SELECT);
+		if (SPI_processed == 0)
+			ereport(ERROR, (errcode(ERRCODE_FOREIGN_KEY_VIOLATION),
+							errmsg("job " INT64_FORMAT " does not exist", job_id),
+							errhint("See gangsched.jobs for the job ids.")));
+		oldcxt = MemoryContextSwitchTo(per_query);
+		state = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		stored_reason = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+		MemoryContextSwitchTo(oldcxt);
+	}
+
+	if (strcmp(state, "pending") != 0)
+	{
+		oldcxt = MemoryContextSwitchTo(per_query);
+		rows = lappend(rows, list_make2(psprintf("not pending"),
+										psprintf("the job is %s%s%s", state,
+												 stored_reason ? ": " : "", stored_reason ? stored_reason : "")));
+		MemoryContextSwitchTo(oldcxt);
+	}
+	else
+	{
+		GsState    *st = gs_load_state();
+		GsDecision	dec;
+		GsJob	   *target = NULL;
+		int			i,
+					pos;
+
+		/* the next round, simulated: same order, same placements, no writes */
+		gs_decide(st, &dec);
+		for (i = 0; i < st->njobs; i++)
+			if (st->jobs[i].id == job_id)
+				target = &st->jobs[i];
+		pos = gs_order_position(dec.order, job_id);
+		oldcxt = MemoryContextSwitchTo(per_query);
+		if (target == NULL)
+			rows = lappend(rows, list_make2(psprintf("not pending"), psprintf("the job changed state")));
+		else if (target->placed)
+			rows = lappend(rows, list_make2(psprintf("fits now"),
+											psprintf("the next round places it (%d of %d in queue order)",
+													 pos + 1, st->njobs)));
+		else
+		{
+			GsWhy	   *w = &dec.why[target - st->jobs];
+			char	   *text = gs_why_text(st->cluster, target, w, true);
+			const char *reason;
+
+			switch (w->kind)
+			{
+				case GS_WHY_NO_NODE:
+					reason = "no node";
+					break;
+				case GS_WHY_CAPACITY:
+					reason = "capacity";
+					break;
+				case GS_WHY_TOPOLOGY:
+				default:
+					reason = "topology";
+					break;
+			}
+			rows = lappend(rows, list_make2(psprintf("%s", reason), psprintf("%s", text)));
+			if (dec.reserved == target)
+				rows = lappend(rows, list_make2(psprintf("first in line"),
+												psprintf("the starvation guard keeps the capacity it waits for: later jobs only backfill around it")));
+			else if (dec.reserved != NULL)
+				rows = lappend(rows, list_make2(psprintf("capacity held for another job"),
+												psprintf("job " INT64_FORMAT " is first in line and capacity is being kept for it",
+														 dec.reserved->id)));
+			if (pos > 0)
+				rows = lappend(rows, list_make2(psprintf("queue order"),
+												psprintf("%d jobs come before it (priority %d, then submit order)",
+														 pos, target->priority)));
+		}
+		MemoryContextSwitchTo(oldcxt);
+	}
+	SPI_finish();
+
+	foreach(lc, rows)
+	{
+		List	   *r = lfirst(lc);
+		Datum		v[2];
+		bool		n[2] = {false, false};
+
+		v[0] = CStringGetTextDatum(linitial(r));
+		v[1] = CStringGetTextDatum(lsecond(r));
+		tuplestore_putvalues(ts, tupdesc, v, n);
+	}
+	return (Datum) 0;
+}

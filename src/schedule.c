@@ -1,0 +1,53 @@
+/*
+ * schedule.c — the in-memory half of a round.
+ *
+ * Candidates come from the order step; each is placed whole or not at all.
+ * The first candidate that does not fit for want of free capacity (not for
+ * want of any node at all) gets the starvation guard: its future placement
+ * is chosen now and that capacity is kept from the later candidates of this
+ * round, who may only backfill around it.
+ */
+#include "postgres.h"
+
+#include "lib/stringinfo.h"
+
+#include "order.h"
+#include "schedule.h"
+
+void
+gs_decide(GsState *st, GsDecision *out)
+{
+	GsCluster  *c = st->cluster;
+	GsJob	   *j;
+	bool		guard_done = false;
+
+	memset(out, 0, sizeof(*out));
+	out->placer = gs_placer_create(c);
+	out->order = gs_order_begin(st);
+	out->why = palloc0(sizeof(GsWhy) * Max(st->njobs, 1));
+
+	while ((j = gs_order_next(out->order)) != NULL)
+	{
+		GsWhy	   *why = &out->why[j - st->jobs];
+
+		out->considered++;
+		if (gs_place(out->placer, j, why))
+		{
+			out->placed++;
+			out->workers_placed += j->workers;
+			gs_order_placed(out->order, j);
+			continue;
+		}
+		j->reason = gs_why_text(c, j, why, false);
+		if (!guard_done && why->kind != GS_WHY_NO_NODE && gs_reserve(out->placer, j))
+		{
+			StringInfoData s;
+
+			guard_done = true;
+			out->reserved = j;
+			initStringInfo(&s);
+			appendStringInfo(&s, "first in line: capacity is being kept for it; %s", j->reason);
+			j->reason = s.data;
+		}
+	}
+}
