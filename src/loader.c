@@ -13,6 +13,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/timestamp.h"
 
 #include "loader.h"
 #include "placement.h"
@@ -290,38 +291,22 @@ gs_load_state(void)
 	}
 
 	/* device slices in use, and capacity held for nominated jobs */
-	run("SELECT node_id, array_agg(slot) FROM ("
-		"  SELECT h.node_id, h.slot FROM gangsched.held_slots h"
-		"  UNION ALL"
-		"  SELECT h.node_id, d * 8 + s FROM gangsched.holds h, unnest(h.devices) d,"
-		"         generate_series(h.first_slice, h.first_slice + h.slices - 1) s) x"
-		" GROUP BY node_id", SPI_OK_SELECT);
+	run("SELECT h.node_id, h.slot FROM gangsched.held_slots h"
+		" UNION ALL"
+		" SELECT h.node_id, d * 8 + s FROM gangsched.holds h, unnest(h.devices) d,"
+		"        generate_series(h.first_slice, h.first_slice + h.slices - 1) s", SPI_OK_SELECT);
 	for (i = 0; i < (int) SPI_processed; i++)
 	{
 		int			id = col_int(i, 1, 0);
 		int			ni = (id >= 0 && id <= max_id) ? node_by_id[id] : -1;
-		bool		isnull;
-		Datum		arr = col(i, 2, &isnull);
-		ArrayType  *a;
-		int32	   *slots;
-		int			nslots,
-					s;
+		int			slot = col_int(i, 2, 0);
+		int			dev = slot / GS_SLOTS_PER_DEVICE;
 
-		if (ni < 0 || isnull)
-			continue;
-		a = DatumGetArrayTypeP(arr);
-		nslots = ArrayGetNItems(ARR_NDIM(a), ARR_DIMS(a));
-		slots = (int32 *) ARR_DATA_PTR(a);
-		for (s = 0; s < nslots; s++)
-		{
-			int			dev = slots[s] / GS_SLOTS_PER_DEVICE;
-			int			sl = slots[s] % GS_SLOTS_PER_DEVICE;
-
-			if (dev >= 0 && dev < c->nodes[ni].ngpus)
-				c->nodes[ni].used[dev] |= (uint8_t) (1 << sl);
-		}
-		gs_node_recount(&c->nodes[ni]);
+		if (ni >= 0 && dev >= 0 && dev < c->nodes[ni].ngpus)
+			c->nodes[ni].used[dev] |= (uint8_t) (1 << (slot % GS_SLOTS_PER_DEVICE));
 	}
+	for (i = 0; i < c->nnodes; i++)
+		gs_node_recount(&c->nodes[i]);
 	run("SELECT h.node_id, sum(h.cpus)::float8, sum(h.mem_gb)::float8, sum(h.net_gbps)::float8"
 		"  FROM gangsched.holds h GROUP BY h.node_id", SPI_OK_SELECT);
 	for (i = 0; i < (int) SPI_processed; i++)
@@ -337,12 +322,12 @@ gs_load_state(void)
 	}
 
 	/* pending jobs, in queue order (the round reorders with its policy) */
-	run("SELECT g.id, g.team_id, g.priority, g.queue_pos, g.workers, g.gpus::float8, g.cpus::float8,"
-		"       g.mem_gb::float8, g.net_gbps::float8, g.gpu_model, g.gpu_mem_gb::float8, g.pool_id,"
+	run("SELECT g.id, g.team_id, g.priority, g.queue_pos, g.workers, g.f_gpus, g.f_cpus,"
+		"       g.f_mem_gb, g.f_net_gbps, g.gpu_model, g.f_gpu_mem_gb, g.pool_id,"
 		"       g.preemptible, g.group_size, g.group_span, g.stages, g.stage_span, g.span,"
-		"       g.dataset, g.locality, g.reason"
-		"  FROM gangsched.gangs g WHERE g.state = 'pending'"
-		" ORDER BY g.priority DESC, g.queue_pos", SPI_OK_SELECT);
+		"       g.dataset, g.locality, g.reason, g.queued_at,"
+		"       extract(epoch FROM g.queue_timeout)::float8"
+		"  FROM gangsched.gangs g WHERE g.state = 'pending'", SPI_OK_SELECT);
 	st->njobs = (int) SPI_processed;
 	st->jobs = palloc0(sizeof(GsJob) * Max(st->njobs, 1));
 	for (i = 0; i < st->njobs; i++)
@@ -386,6 +371,12 @@ gs_load_state(void)
 				strcmp(loc, "preferred") == 0 ? GS_LOC_PREFERRED : GS_LOC_NONE;
 		}
 		j->old_reason = col_null(i, 21) ? NULL : col_text(i, 21);
+		{
+			bool		isnull;
+
+			j->queued_at = DatumGetTimestampTz(col(i, 22, &isnull));
+		}
+		j->queue_timeout_s = col_float(i, 23, -1);
 		/* clamp depths the model cannot have */
 		if (j->group_depth > c->nlevels + 1 || j->group_depth < 0)
 			j->group_depth = c->nlevels + 1;

@@ -121,6 +121,9 @@ typedef struct GsJob
 	int32_t		dataset;		/* index into datasets, -1 none/unknown */
 	GsLocality	locality;
 	const char *old_reason;		/* reason stored before this round */
+	int64_t		queued_at;		/* TimestampTz of its last entry into pending */
+	double		queue_timeout_s;	/* its own queue timeout, < 0 none */
+	bool		expiring;		/* its queue timeout has passed: not a candidate */
 	/* decision */
 	bool		placed;
 	bool		reserved;		/* the starvation guard's reservation */

@@ -65,3 +65,15 @@ gs_order_position(GsOrder *o, int64_t job_id)
 			return i;
 	return -1;
 }
+
+int
+gs_order_count(GsOrder *o)
+{
+	return o->n;
+}
+
+GsJob *
+gs_order_at(GsOrder *o, int k)
+{
+	return (k >= 0 && k < o->n) ? o->seq[k] : NULL;
+}

@@ -741,8 +741,22 @@ explain(GsPlacer *p, GsWhy *why)
 	why->best = 0;
 }
 
+static bool place_internal(GsPlacer *p, GsJob *j, GsWhy *why, bool commit);
+
 bool
 gs_place(GsPlacer *p, GsJob *j, GsWhy *why)
+{
+	return place_internal(p, j, why, true);
+}
+
+bool
+gs_probe(GsPlacer *p, GsJob *j, GsWhy *why)
+{
+	return place_internal(p, j, why, false);
+}
+
+static bool
+place_internal(GsPlacer *p, GsJob *j, GsWhy *why, bool commit)
 {
 	ShapeKey	key;
 	ShapeMemo  *m;
@@ -800,6 +814,8 @@ gs_place(GsPlacer *p, GsJob *j, GsWhy *why)
 	}
 
 place:
+	if (!commit)
+		return true;
 	j->assign = palloc0(sizeof(GsAssign) * j->workers);
 	j->dom_depth = (int16_t) d;
 	j->dom_index = i;

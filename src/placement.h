@@ -40,6 +40,9 @@ extern GsPlacer *gs_placer_create(GsCluster *cluster);
 /* Place the whole gang on free capacity, or nothing. */
 extern bool gs_place(GsPlacer *p, GsJob *job, GsWhy *why);
 
+/* Would the gang fit now? Changes nothing; says why not. */
+extern bool gs_probe(GsPlacer *p, GsJob *job, GsWhy *why);
+
 /*
  * Starvation guard: choose where a blocked gang will go once capacity frees
  * and keep that capacity from later jobs of this round. False when the gang

@@ -24,6 +24,7 @@
 #include "storage/lock.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
@@ -32,6 +33,9 @@
 #include "order.h"
 #include "round.h"
 #include "schedule.h"
+
+/* Pending jobs whose stored waiting reason a round refreshes, at most. */
+#define GS_REASONS_PER_ROUND 256
 
 /* Advisory lock key of the round: 'gsch' in the first key, 1 in the second. */
 #define GS_ROUND_LOCK_KEY1	0x67736368
@@ -124,35 +128,21 @@ text_array(char **v, int n)
 static void
 exec_args(const char *sql, int nargs, Oid *types, Datum *values, int expect)
 {
-	int			rc = SPI_execute_with_args(sql, nargs, types, values, NULL, false, 0);
+	instr_time	t0,
+				t1;
+	int			rc;
 
+	INSTR_TIME_SET_CURRENT(t0);
+	rc = SPI_execute_with_args(sql, nargs, types, values, NULL, false, 0);
+	INSTR_TIME_SET_CURRENT(t1);
+	INSTR_TIME_SUBTRACT(t1, t0);
+	elog(DEBUG2, "gangsched round: %.2f ms, %lu rows: %.60s", INSTR_TIME_GET_MILLISEC(t1),
+		 (unsigned long) SPI_processed, sql);
 	if (rc != expect)
 		elog(ERROR, "gangsched round: statement failed (%d): %s", rc, sql);
 }
 
 /* ---- time rules ------------------------------------------------------- */
-
-static int
-expire_jobs(TimestampTz now)
-{
-	Oid			types[2] = {TIMESTAMPTZOID, INT4OID};
-	Datum		values[2] = {TimestampTzGetDatum(now), Int32GetDatum(gs_default_queue_timeout_s)};
-
-	exec_args("WITH e AS ("
-			  "  UPDATE gangsched.gangs g"
-			  "     SET state = 'expired', finished_at = $1,"
-			  "         reason = 'queue timeout of ' || COALESCE(g.queue_timeout, make_interval(secs => $2))::text"
-			  "                  || ' passed; it was waiting because it '"
-			  "                  || COALESCE(g.reason, 'had not been considered by a round yet')"
-			  "   WHERE g.state = 'pending'"
-			  "     AND (g.queue_timeout IS NOT NULL OR $2 > 0)"
-			  "     AND g.queued_at + COALESCE(g.queue_timeout, make_interval(secs => $2)) <= $1"
-			  "  RETURNING g.id, g.team_id, g.reason),"
-			  " ev AS (INSERT INTO gangsched.events (at, kind, job, team_id, reason)"
-			  "        SELECT $1, 'expired', e.id, e.team_id, e.reason FROM e RETURNING 1)"
-			  "SELECT count(*)::int FROM ev", 2, types, values, SPI_OK_SELECT);
-	return DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &(bool) {false}));
-}
 
 static int
 requeue_unstarted(TimestampTz now)
@@ -208,26 +198,45 @@ write_decisions(GsState *st, GsDecision *dec, TimestampTz now)
 	char	  **p_detail = palloc(sizeof(char *) * Max(dec->placed, 1));
 	int			np = 0;
 	int64	   *w_job = palloc(sizeof(int64) * Max(st->njobs, 1));
+	int64	   *x_job = palloc(sizeof(int64) * Max(st->njobs, 1));
+	char	  **x_reason = palloc(sizeof(char *) * Max(st->njobs, 1));
+	int			nx = 0;
 	char	  **w_reason = palloc(sizeof(char *) * Max(st->njobs, 1));
 	int			nw = 0;
 	int			i,
 				w;
 	bool	   *seen = palloc0(sizeof(bool) * Max(c->nnodes, 1));
 
+	/*
+	 * Waiting reasons are refreshed first in line first, at most
+	 * GS_REASONS_PER_ROUND a round, so a cold round over a long queue does
+	 * not rewrite every pending row; why_pending() always computes it live.
+	 */
+	for (i = 0; i < gs_order_count(dec->order); i++)
+	{
+		GsJob	   *j = gs_order_at(dec->order, i);
+
+		if (j->placed || j->reason == NULL)
+			continue;
+		if (j->expiring)
+		{
+			x_job[nx] = j->id;
+			x_reason[nx++] = (char *) j->reason;
+			continue;
+		}
+		if (nw < GS_REASONS_PER_ROUND &&
+			(j->old_reason == NULL || strcmp(j->old_reason, j->reason) != 0))
+		{
+			w_job[nw] = j->id;
+			w_reason[nw++] = (char *) j->reason;
+		}
+	}
 	for (i = 0; i < st->njobs; i++)
 	{
 		GsJob	   *j = &st->jobs[i];
 
 		if (!j->placed)
-		{
-			if (j->reason != NULL &&
-				(j->old_reason == NULL || strcmp(j->old_reason, j->reason) != 0))
-			{
-				w_job[nw] = j->id;
-				w_reason[nw++] = (char *) j->reason;
-			}
 			continue;
-		}
 		{
 			StringInfoData det;
 			int			nnodes = 0;
@@ -348,6 +357,27 @@ write_decisions(GsState *st, GsDecision *dec, TimestampTz now)
 				  "  FROM unnest($1, $2) AS u(job, reason) WHERE g.id = u.job",
 				  2, types, values, SPI_OK_UPDATE);
 	}
+	if (nx > 0)
+	{
+		Oid			types[4] = {INT8ARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID, INT4OID};
+		Datum		values[4];
+
+		values[0] = int8_array(x_job, nx);
+		values[1] = text_array(x_reason, nx);
+		values[2] = TimestampTzGetDatum(now);
+		values[3] = Int32GetDatum(gs_default_queue_timeout_s);
+		exec_args("WITH e AS ("
+				  "  UPDATE gangsched.gangs g"
+				  "     SET state = 'expired', finished_at = $3,"
+				  "         reason = 'queue timeout of ' || COALESCE(g.queue_timeout, make_interval(secs => $4))::text"
+				  "                  || ' passed while waiting: ' || COALESCE(u.reason, 'not yet considered by a round')"
+				  "    FROM unnest($1, $2) AS u(job, reason)"
+				  "   WHERE g.id = u.job AND g.state = 'pending'"
+				  "  RETURNING g.id, g.team_id, g.reason)"
+				  "INSERT INTO gangsched.events (at, kind, job, team_id, reason)"
+				  "SELECT $3, 'expired', e.id, e.team_id, e.reason FROM e",
+				  4, types, values, SPI_OK_INSERT);
+	}
 	if (dec->reserved != NULL)
 	{
 		Oid			types[4] = {INT8OID, INT4OID, TEXTOID, TIMESTAMPTZOID};
@@ -380,6 +410,7 @@ gs_run_round(PG_FUNCTION_ARGS)
 				requeued = 0;
 	GsDecision	dec = {0};
 	char		note[256];
+	int			save_nestlevel;
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
@@ -396,17 +427,40 @@ gs_run_round(PG_FUNCTION_ARGS)
 		PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 	}
 
+	/* the round's queries are short; JIT would cost more than it saves */
+	save_nestlevel = NewGUCNestLevel();
+	(void) set_config_option("jit", "off", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+
 	roundcxt = AllocSetContextCreate(CurrentMemoryContext, "gangsched round", ALLOCSET_DEFAULT_SIZES);
 	oldcxt = MemoryContextSwitchTo(roundcxt);
 	SPI_connect();
 	{
 		GsState    *st;
+		instr_time	t0,
+					t1,
+					t2,
+					t3,
+					t4;
 
-		expired = expire_jobs(now);
+		INSTR_TIME_SET_CURRENT(t0);
 		requeued = requeue_unstarted(now);
+		INSTR_TIME_SET_CURRENT(t1);
 		st = gs_load_state();
+		INSTR_TIME_SET_CURRENT(t2);
+		gs_mark_expiring(st, now, gs_default_queue_timeout_s);
 		gs_decide(st, &dec);
+		expired = dec.expiring;
+		INSTR_TIME_SET_CURRENT(t3);
 		write_decisions(st, &dec, now);
+		INSTR_TIME_SET_CURRENT(t4);
+		INSTR_TIME_SUBTRACT(t4, t3);
+		INSTR_TIME_SUBTRACT(t3, t2);
+		INSTR_TIME_SUBTRACT(t2, t1);
+		INSTR_TIME_SUBTRACT(t1, t0);
+		elog(DEBUG1, "gangsched round: time rules %.1f ms, load %.1f ms, decide %.1f ms, write %.1f ms",
+			 INSTR_TIME_GET_MILLISEC(t1), INSTR_TIME_GET_MILLISEC(t2),
+			 INSTR_TIME_GET_MILLISEC(t3), INSTR_TIME_GET_MILLISEC(t4));
 		if (dec.placed > 0 || expired > 0 || requeued > 0)
 		{
 			char		payload[160];
@@ -423,6 +477,7 @@ gs_run_round(PG_FUNCTION_ARGS)
 			note[0] = '\0';
 	}
 	SPI_finish();
+	AtEOXact_GUC(true, save_nestlevel);
 	MemoryContextSwitchTo(oldcxt);
 	MemoryContextDelete(roundcxt);
 
@@ -498,6 +553,7 @@ gs_why_pending(PG_FUNCTION_ARGS)
 					pos;
 
 		/* the next round, simulated: same order, same placements, no writes */
+		gs_mark_expiring(st, gs_now(), gs_default_queue_timeout_s);
 		gs_decide(st, &dec);
 		for (i = 0; i < st->njobs; i++)
 			if (st->jobs[i].id == job_id)
@@ -506,6 +562,10 @@ gs_why_pending(PG_FUNCTION_ARGS)
 		oldcxt = MemoryContextSwitchTo(per_query);
 		if (target == NULL)
 			rows = lappend(rows, list_make2(psprintf("not pending"), psprintf("the job changed state")));
+		else if (target->expiring)
+			rows = lappend(rows, list_make2(psprintf("queue timeout"),
+											psprintf("its queue timeout has passed: the next round expires it (%s)",
+													 target->reason ? target->reason : "it fits now")));
 		else if (target->placed)
 			rows = lappend(rows, list_make2(psprintf("fits now"),
 											psprintf("the next round places it (%d of %d in queue order)",

@@ -15,6 +15,20 @@
 #include "schedule.h"
 
 void
+gs_mark_expiring(GsState *st, int64_t now, int default_timeout_s)
+{
+	int			i;
+
+	for (i = 0; i < st->njobs; i++)
+	{
+		GsJob	   *j = &st->jobs[i];
+		double		t = j->queue_timeout_s > 0 ? j->queue_timeout_s : default_timeout_s;
+
+		j->expiring = (t > 0 && j->queued_at + (int64_t) (t * 1000000.0) <= now);
+	}
+}
+
+void
 gs_decide(GsState *st, GsDecision *out)
 {
 	GsCluster  *c = st->cluster;
@@ -30,6 +44,16 @@ gs_decide(GsState *st, GsDecision *out)
 	{
 		GsWhy	   *why = &out->why[j - st->jobs];
 
+		if (j->expiring)
+		{
+			/* not a candidate; its last reason is what it would wait for now */
+			if (!gs_probe(out->placer, j, why))
+				j->reason = gs_why_text(c, j, why, false);
+			else
+				j->reason = j->old_reason;
+			out->expiring++;
+			continue;
+		}
 		out->considered++;
 		if (gs_place(out->placer, j, why))
 		{

@@ -169,6 +169,13 @@ CREATE TABLE gangsched.gangs (
     lost_gpu_seconds    numeric NOT NULL DEFAULT 0,
     reason              text,
     message             text,
+    -- float8 copies of the request, computed once at submit so a round
+    -- reads them without converting numerics for every pending job
+    f_gpus              float8 GENERATED ALWAYS AS (gpus::float8) STORED,
+    f_cpus              float8 GENERATED ALWAYS AS (cpus::float8) STORED,
+    f_mem_gb            float8 GENERATED ALWAYS AS (mem_gb::float8) STORED,
+    f_net_gbps          float8 GENERATED ALWAYS AS (net_gbps::float8) STORED,
+    f_gpu_mem_gb        float8 GENERATED ALWAYS AS (gpu_mem_gb::float8) STORED,
     CHECK (workers % (group_size * stages) = 0)
 );
 -- The round reads the live jobs only; history stays out of its way.
