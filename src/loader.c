@@ -10,6 +10,9 @@
 
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "executor/tuptable.h"
+#include "tcop/dest.h"
+#include "portability/instr_time.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -42,15 +45,6 @@ col_int(int row, int c, int32_t dflt)
 	return isnull ? dflt : DatumGetInt32(d);
 }
 
-static int64_t
-col_int8(int row, int c)
-{
-	bool		isnull;
-	Datum		d = col(row, c, &isnull);
-
-	return isnull ? 0 : DatumGetInt64(d);
-}
-
 static double
 col_float(int row, int c, double dflt)
 {
@@ -81,7 +75,16 @@ col_text(int row, int c)
 static void
 run(const char *sql, int expect)
 {
-	int			rc = SPI_execute(sql, true, 0);
+	instr_time	t0,
+				t1;
+	int			rc;
+
+	INSTR_TIME_SET_CURRENT(t0);
+	rc = SPI_execute(sql, true, 0);
+	INSTR_TIME_SET_CURRENT(t1);
+	INSTR_TIME_SUBTRACT(t1, t0);
+	elog(DEBUG2, "gangsched load: %.2f ms, %lu rows: %.50s", INSTR_TIME_GET_MILLISEC(t1),
+		 (unsigned long) SPI_processed, sql);
 
 	if (rc != expect)
 		elog(ERROR, "gangsched loader: query failed (%d): %s", rc, sql);
@@ -183,6 +186,95 @@ build_domains(GsCluster *c, char ***labels)
 			c->dom[d][c->ndom[d] - 1].nnodes++;
 		}
 	}
+}
+
+/* Streams pending-job rows into GsJob structs as the executor makes them. */
+typedef struct JobReceiver
+{
+	DestReceiver pub;
+	GsState    *st;
+	GsCluster  *c;
+	int		   *dcap;
+	int			cap;
+} JobReceiver;
+
+static bool
+job_receive(TupleTableSlot *slot, DestReceiver *self)
+{
+	JobReceiver *r = (JobReceiver *) self;
+	GsState    *st = r->st;
+	GsCluster  *c = r->c;
+	GsJob	   *j;
+	Datum	   *v;
+	bool	   *nl;
+	int			k;
+
+	slot_getallattrs(slot);
+	v = slot->tts_values;
+	nl = slot->tts_isnull;
+	if (st->njobs == r->cap)
+	{
+		r->cap *= 2;
+		st->jobs = repalloc(st->jobs, sizeof(GsJob) * r->cap);
+	}
+	j = &st->jobs[st->njobs++];
+	memset(j, 0, sizeof(*j));
+	j->id = DatumGetInt64(v[0]);
+	j->team = DatumGetInt32(v[1]);
+	j->priority = DatumGetInt32(v[2]);
+	j->queue_pos = DatumGetInt64(v[3]);
+	j->workers = DatumGetInt32(v[4]);
+	j->gpus = DatumGetFloat8(v[5]);
+	j->cpus = DatumGetFloat8(v[6]);
+	j->mem = DatumGetFloat8(v[7]);
+	j->net = DatumGetFloat8(v[8]);
+	j->model = nl[9] ? -1 : model_index(c, TextDatumGetCString(v[9]));
+	j->gpu_mem = nl[10] ? -1 : DatumGetFloat8(v[10]);
+	j->pool = -1;
+	if (!nl[11])
+	{
+		int32_t		pid = DatumGetInt32(v[11]);
+
+		j->pool = -2;
+		for (k = 0; k < c->npools; k++)
+			if (c->pools[k].id == pid)
+				j->pool = k;
+	}
+	j->preemptible = DatumGetBool(v[12]);
+	j->group_size = DatumGetInt32(v[13]);
+	j->group_depth = DatumGetInt16(v[14]);
+	j->stages = DatumGetInt32(v[15]);
+	j->stage_depth = nl[16] ? -1 : DatumGetInt16(v[16]);
+	j->span_depth = nl[17] ? -1 : DatumGetInt16(v[17]);
+	j->dataset = nl[18] ? -1 : intern(&c->datasets, &c->ndatasets, r->dcap, TextDatumGetCString(v[18]));
+	j->locality = (GsLocality) DatumGetInt32(v[19]);
+	j->has_old_reason = !nl[20];
+	j->old_reason_hash = nl[20] ? 0 : DatumGetInt32(v[20]);
+	j->queued_at = DatumGetTimestampTz(v[21]);
+	j->queue_timeout_s = nl[22] ? -1 : DatumGetFloat8(v[22]);
+	/* clamp depths the model cannot have */
+	if (j->group_depth > c->nlevels + 1 || j->group_depth < 0)
+		j->group_depth = c->nlevels + 1;
+	if (j->stage_depth > c->nlevels + 1)
+		j->stage_depth = c->nlevels + 1;
+	if (j->span_depth > c->nlevels + 1)
+		j->span_depth = c->nlevels + 1;
+	return true;
+}
+
+static void
+job_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
+{
+}
+
+static void
+job_shutdown(DestReceiver *self)
+{
+}
+
+static void
+job_destroy(DestReceiver *self)
+{
 }
 
 GsState *
@@ -321,69 +413,40 @@ gs_load_state(void)
 		c->nodes[ni].free_net -= col_float(i, 4, 0);
 	}
 
-	/* pending jobs, in queue order (the round reorders with its policy) */
-	run("SELECT g.id, g.team_id, g.priority, g.queue_pos, g.workers, g.f_gpus, g.f_cpus,"
-		"       g.f_mem_gb, g.f_net_gbps, g.gpu_model, g.f_gpu_mem_gb, g.pool_id,"
-		"       g.preemptible, g.group_size, g.group_span, g.stages, g.stage_span, g.span,"
-		"       g.dataset, g.locality, g.reason, g.queued_at,"
-		"       extract(epoch FROM g.queue_timeout)::float8"
-		"  FROM gangsched.gangs g WHERE g.state = 'pending'", SPI_OK_SELECT);
-	st->njobs = (int) SPI_processed;
-	st->jobs = palloc0(sizeof(GsJob) * Max(st->njobs, 1));
-	for (i = 0; i < st->njobs; i++)
+	/*
+	 * Pending jobs, in no particular order (the order step sorts), streamed
+	 * straight from the executor into GsJob structs: no tuplestore copy.
+	 * The stored reason is read as its hash (compared with the new one's).
+	 */
 	{
-		GsJob	   *j = &st->jobs[i];
+		JobReceiver r;
+		SPIExecuteOptions opts;
+		int			rc;
 
-		j->id = col_int8(i, 1);
-		j->team = col_int(i, 2, 0);
-		j->priority = col_int(i, 3, 0);
-		j->queue_pos = col_int8(i, 4);
-		j->workers = col_int(i, 5, 1);
-		j->gpus = col_float(i, 6, 0);
-		j->cpus = col_float(i, 7, 0);
-		j->mem = col_float(i, 8, 0);
-		j->net = col_float(i, 9, 0);
-		j->model = col_null(i, 10) ? -1 : model_index(c, col_text(i, 10));
-		j->gpu_mem = col_float(i, 11, -1);
-		j->pool = -1;
-		if (!col_null(i, 12))
-		{
-			int32_t		pid = col_int(i, 12, 0);
-
-			j->pool = -2;
-			for (k = 0; k < c->npools; k++)
-				if (c->pools[k].id == pid)
-					j->pool = k;
-		}
-		j->preemptible = col_bool(i, 13);
-		j->group_size = col_int(i, 14, 1);
-		j->group_depth = (int16_t) col_int(i, 15, c->nlevels + 1);
-		j->stages = col_int(i, 16, 1);
-		j->stage_depth = (int16_t) col_int(i, 17, -1);
-		j->span_depth = (int16_t) col_int(i, 18, -1);
-		j->dataset = -1;
-		if (!col_null(i, 19))
-			j->dataset = intern(&c->datasets, &c->ndatasets, &dcap, col_text(i, 19));
-		{
-			char	   *loc = col_text(i, 20);
-
-			j->locality = strcmp(loc, "required") == 0 ? GS_LOC_REQUIRED :
-				strcmp(loc, "preferred") == 0 ? GS_LOC_PREFERRED : GS_LOC_NONE;
-		}
-		j->old_reason = col_null(i, 21) ? NULL : col_text(i, 21);
-		{
-			bool		isnull;
-
-			j->queued_at = DatumGetTimestampTz(col(i, 22, &isnull));
-		}
-		j->queue_timeout_s = col_float(i, 23, -1);
-		/* clamp depths the model cannot have */
-		if (j->group_depth > c->nlevels + 1 || j->group_depth < 0)
-			j->group_depth = c->nlevels + 1;
-		if (j->stage_depth > c->nlevels + 1)
-			j->stage_depth = c->nlevels + 1;
-		if (j->span_depth > c->nlevels + 1)
-			j->span_depth = c->nlevels + 1;
+		memset(&r, 0, sizeof(r));
+		r.pub.receiveSlot = job_receive;
+		r.pub.rStartup = job_startup;
+		r.pub.rShutdown = job_shutdown;
+		r.pub.rDestroy = job_destroy;
+		r.pub.mydest = DestNone;
+		r.st = st;
+		r.c = c;
+		r.dcap = &dcap;
+		r.cap = 1024;
+		st->jobs = palloc0(sizeof(GsJob) * r.cap);
+		memset(&opts, 0, sizeof(opts));
+		opts.read_only = true;
+		opts.dest = (DestReceiver *) &r;
+		rc = SPI_execute_extended(
+			"SELECT g.id, g.team_id, g.priority, g.queue_pos, g.workers, g.f_gpus, g.f_cpus,"
+			"       g.f_mem_gb, g.f_net_gbps, g.gpu_model, g.f_gpu_mem_gb, g.pool_id,"
+			"       g.preemptible, g.group_size, g.group_span, g.stages, g.stage_span, g.span,"
+			"       g.dataset, CASE g.locality WHEN 'required' THEN 2 WHEN 'preferred' THEN 1 ELSE 0 END,"
+			"       hashtext(g.reason), g.queued_at, extract(epoch FROM g.queue_timeout)::float8"
+			"  FROM gangsched.gangs g WHERE g.state = 'pending'", &opts);
+		/* with a receiver of our own, SPI reports a SELECT as a utility */
+		if (rc != SPI_OK_SELECT && rc != SPI_OK_UTILITY)
+			elog(ERROR, "gangsched loader: loading pending jobs failed (%d)", rc);
 	}
 
 	/* which nodes cache the datasets pending jobs name */

@@ -120,7 +120,8 @@ typedef struct GsJob
 	int16_t		span_depth;		/* -1 none */
 	int32_t		dataset;		/* index into datasets, -1 none/unknown */
 	GsLocality	locality;
-	const char *old_reason;		/* reason stored before this round */
+	bool		has_old_reason; /* a reason was stored before this round */
+	int32_t		old_reason_hash;	/* hashtext() of it */
 	int64_t		queued_at;		/* TimestampTz of its last entry into pending */
 	double		queue_timeout_s;	/* its own queue timeout, < 0 none */
 	bool		expiring;		/* its queue timeout has passed: not a candidate */

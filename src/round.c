@@ -23,6 +23,7 @@
 #include "storage/lmgr.h"
 #include "storage/lock.h"
 #include "utils/array.h"
+#include "common/hashfn.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
@@ -164,6 +165,13 @@ requeue_unstarted(TimestampTz now)
 
 /* ---- writing decisions ------------------------------------------------ */
 
+/* hashtext() of a C string, to compare with the stored reason's hash. */
+static int32
+reason_hash(const char *s)
+{
+	return DatumGetInt32(hash_any((const unsigned char *) s, (int) strlen(s)));
+}
+
 static char *
 devices_text(const GsAssign *a)
 {
@@ -216,7 +224,7 @@ write_decisions(GsState *st, GsDecision *dec, TimestampTz now)
 	{
 		GsJob	   *j = gs_order_at(dec->order, i);
 
-		if (j->placed || j->reason == NULL)
+		if (j->placed)
 			continue;
 		if (j->expiring)
 		{
@@ -224,8 +232,8 @@ write_decisions(GsState *st, GsDecision *dec, TimestampTz now)
 			x_reason[nx++] = (char *) j->reason;
 			continue;
 		}
-		if (nw < GS_REASONS_PER_ROUND &&
-			(j->old_reason == NULL || strcmp(j->old_reason, j->reason) != 0))
+		if (j->reason != NULL && nw < GS_REASONS_PER_ROUND &&
+			(!j->has_old_reason || j->old_reason_hash != reason_hash(j->reason)))
 		{
 			w_job[nw] = j->id;
 			w_reason[nw++] = (char *) j->reason;
@@ -370,7 +378,7 @@ write_decisions(GsState *st, GsDecision *dec, TimestampTz now)
 				  "  UPDATE gangsched.gangs g"
 				  "     SET state = 'expired', finished_at = $3,"
 				  "         reason = 'queue timeout of ' || COALESCE(g.queue_timeout, make_interval(secs => $4))::text"
-				  "                  || ' passed while waiting: ' || COALESCE(u.reason, 'not yet considered by a round')"
+				  "                  || ' passed while waiting: ' || COALESCE(u.reason, g.reason, 'not yet considered by a round')"
 				  "    FROM unnest($1, $2) AS u(job, reason)"
 				  "   WHERE g.id = u.job AND g.state = 'pending'"
 				  "  RETURNING g.id, g.team_id, g.reason)"

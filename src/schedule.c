@@ -47,10 +47,9 @@ gs_decide(GsState *st, GsDecision *out)
 		if (j->expiring)
 		{
 			/* not a candidate; its last reason is what it would wait for now */
+			/* (if it would fit, the reason stored last stays) */
 			if (!gs_probe(out->placer, j, why))
 				j->reason = gs_why_text(c, j, why, false);
-			else
-				j->reason = j->old_reason;
 			out->expiring++;
 			continue;
 		}
