@@ -54,8 +54,12 @@ test:
 demo:
 	bash tools/gs demo
 
+# Benchmarks (bench/README.md). With PGHOST set: against that server (the
+# extension installed there; the bench creates and drops its own databases).
+# Otherwise on a throwaway cluster from tools/gs, which must run as root.
+# Options go through BENCH_ARGS, e.g. make bench BENCH_ARGS=--quick
 bench:
-	bash tools/gs bench
+	@if [ -n "$$PGHOST" ]; then bash bench/run.sh $(BENCH_ARGS); else bash tools/gs bench $(BENCH_ARGS); fi
 
 # The three PGXS suites one at a time, so tools/gs can count each.
 .PHONY: installcheck-regress installcheck-isolation installcheck-tap
