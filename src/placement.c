@@ -76,14 +76,39 @@ typedef struct ShapeMemo
 	GsWhy		why;
 } ShapeMemo;
 
+/*
+ * Per-shape counts kept across the jobs of a round: a shape's counts are
+ * built once (O(nodes + domains)) and then brought up to date by replaying
+ * only the nodes whose capacity changed since, each with its ancestors
+ * (O(changed nodes × depth × fan-out)). So a round costs linear time in
+ * nodes and in jobs, however many gangs it places.
+ */
+typedef struct ShapeCounts
+{
+	ShapeKey	key;			/* with only_cached in key.pad */
+	int64_t		synced;			/* position in the dirty log */
+	int32_t    *cnt[GS_MAX_DEPTH];
+	int32_t    *wsum[GS_MAX_DEPTH];
+} ShapeCounts;
+
+#define GS_MAX_SHAPE_COUNTS 512
+
 struct GsPlacer
 {
 	GsCluster  *c;
 	int			L1;				/* depth of the node level, L+1 */
-	int32_t    *cnt[GS_MAX_DEPTH];	/* units per domain, current mode */
-	int32_t    *wsum[GS_MAX_DEPTH];	/* workers per domain, current mode */
+	int32_t    *cnt[GS_MAX_DEPTH];	/* units per domain, in use now */
+	int32_t    *wsum[GS_MAX_DEPTH];	/* workers per domain, in use now */
+	int32_t    *scnt[GS_MAX_DEPTH];	/* scratch counts (EMPTY mode, overflow) */
+	int32_t    *swsum[GS_MAX_DEPTH];
 	int32_t    *freecnt[GS_MAX_DEPTH];	/* saved FREE counts (reservations) */
 	HTAB	   *memo;
+	HTAB	   *counts;			/* ShapeCounts by shape */
+	int			ncounts;
+	/* nodes whose free capacity changed, in order; caches replay it */
+	int32_t    *dirty;
+	int64_t		ndirty,
+				dirty_cap;
 	/* the job being placed */
 	GsJob	   *job;
 	UnitKind	kind[GS_MAX_DEPTH];
@@ -185,15 +210,21 @@ gs_placer_create(GsCluster *c)
 	{
 		int			n = Max(c->ndom[d], 1);
 
-		p->cnt[d] = palloc0(sizeof(int32_t) * n);
-		p->wsum[d] = palloc0(sizeof(int32_t) * n);
+		p->scnt[d] = palloc0(sizeof(int32_t) * n);
+		p->swsum[d] = palloc0(sizeof(int32_t) * n);
 		p->freecnt[d] = palloc0(sizeof(int32_t) * n);
+		p->cnt[d] = p->scnt[d];
+		p->wsum[d] = p->swsum[d];
 	}
+	p->dirty_cap = 1024;
+	p->dirty = palloc(sizeof(int32_t) * p->dirty_cap);
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = sizeof(ShapeKey);
 	ctl.entrysize = sizeof(ShapeMemo);
 	ctl.hcxt = CurrentMemoryContext;
 	p->memo = hash_create("gangsched shape memo", 256, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	ctl.entrysize = sizeof(ShapeCounts);
+	p->counts = hash_create("gangsched shape counts", 256, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	return p;
 }
 
@@ -355,6 +386,106 @@ count_units(GsPlacer *p)
 	}
 }
 
+static void
+mark_dirty(GsPlacer *p, int ni)
+{
+	if (p->ndirty == p->dirty_cap)
+	{
+		p->dirty_cap *= 2;
+		p->dirty = repalloc(p->dirty, sizeof(int32_t) * p->dirty_cap);
+	}
+	p->dirty[p->ndirty++] = ni;
+}
+
+/* Recompute one node's counts and its ancestors' from their children. */
+static void
+recount_node(GsPlacer *p, int ni)
+{
+	GsCluster  *c = p->c;
+	int			L1 = p->L1;
+	int			w = node_cap(p, &c->nodes[ni]);
+	int			d;
+
+	p->wsum[L1][ni] = w;
+	p->cnt[L1][ni] = w / p->unit[p->kind[L1]];
+	for (d = L1 - 1; d >= 0; d--)
+	{
+		int			i = c->nodes[ni].dom[d];
+		GsDomain   *dom = &c->dom[d][i];
+		int64_t		sum = 0,
+					ws = 0;
+		int			k;
+
+		for (k = dom->first_child; k < dom->first_child + dom->nchildren; k++)
+		{
+			sum += p->cnt[d + 1][k];
+			ws += p->wsum[d + 1][k];
+		}
+		p->cnt[d][i] = (int32_t) Min(sum * p->unit[p->kind[d + 1]] / p->unit[p->kind[d]], INT32_MAX);
+		p->wsum[d][i] = (int32_t) Min(ws, INT32_MAX);
+	}
+}
+
+static void shape_key(const GsJob *j, ShapeKey *k);
+
+/*
+ * Point cnt/wsum at counts for the current job and mode: the shape's cached
+ * counts brought up to date (FREE), or freshly computed scratch (EMPTY, or
+ * when too many shapes are cached).
+ */
+static void
+counts_for_job(GsPlacer *p)
+{
+	ShapeKey	key;
+	ShapeCounts *sc;
+	bool		found;
+	int			d;
+
+	if (p->mode == MODE_FREE)
+	{
+		shape_key(p->job, &key);
+		key.pad = p->only_cached;
+		sc = hash_search(p->counts, &key, HASH_FIND, &found);
+		if (!found && p->ncounts < GS_MAX_SHAPE_COUNTS)
+		{
+			sc = hash_search(p->counts, &key, HASH_ENTER, &found);
+			for (d = 0; d <= p->L1; d++)
+			{
+				int			n = Max(p->c->ndom[d], 1);
+
+				sc->cnt[d] = palloc(sizeof(int32_t) * n);
+				sc->wsum[d] = palloc(sizeof(int32_t) * n);
+				p->cnt[d] = sc->cnt[d];
+				p->wsum[d] = sc->wsum[d];
+			}
+			p->ncounts++;
+			count_units(p);
+			sc->synced = p->ndirty;
+			return;
+		}
+		if (found)
+		{
+			int64_t		k;
+
+			for (d = 0; d <= p->L1; d++)
+			{
+				p->cnt[d] = sc->cnt[d];
+				p->wsum[d] = sc->wsum[d];
+			}
+			for (k = sc->synced; k < p->ndirty; k++)
+				recount_node(p, p->dirty[k]);
+			sc->synced = p->ndirty;
+			return;
+		}
+	}
+	for (d = 0; d <= p->L1; d++)
+	{
+		p->cnt[d] = p->scnt[d];
+		p->wsum[d] = p->swsum[d];
+	}
+	count_units(p);
+}
+
 /* Units of the whole gang in the unit kind of depth d. */
 static inline int
 gang_need(GsPlacer *p, int d)
@@ -437,6 +568,7 @@ take_on_node(GsPlacer *p, int ni, int n)
 	GsJob	   *j = p->job;
 	int			w;
 
+	mark_dirty(p, ni);
 	if (p->mode == MODE_EMPTY)
 	{
 		node->res_cpus += n * j->cpus;
@@ -779,7 +911,7 @@ place_internal(GsPlacer *p, GsJob *j, GsWhy *why, bool commit)
 		why->kind = GS_WHY_NO_NODE;
 		return false;
 	}
-	count_units(p);
+	counts_for_job(p);
 
 	/* preferred locality: the cached nodes, if they hold the gang as tightly */
 	if (j->locality == GS_LOC_PREFERRED && j->dataset >= 0)
@@ -790,11 +922,11 @@ place_internal(GsPlacer *p, GsJob *j, GsWhy *why, bool commit)
 		if (choose_gang_domain(p, &d_any, &i_any))
 		{
 			p->only_cached = true;
-			count_units(p);
+			counts_for_job(p);
 			if (!choose_gang_domain(p, &d, &i) || d < d_any)
 			{
 				p->only_cached = false;
-				count_units(p);
+				counts_for_job(p);
 				d = d_any;
 				i = i_any;
 			}
@@ -836,11 +968,11 @@ gs_reserve(GsPlacer *p, GsJob *j)
 
 	prepare(p, j);
 	p->mode = MODE_FREE;
-	count_units(p);
+	counts_for_job(p);
 	for (d = 0; d <= p->L1; d++)
 		memcpy(p->freecnt[d], p->cnt[d], sizeof(int32_t) * p->c->ndom[d]);
 	p->mode = MODE_EMPTY;
-	count_units(p);
+	counts_for_job(p);
 	if (!choose_gang_domain(p, &d, &i))
 	{
 		p->mode = MODE_FREE;
