@@ -196,6 +196,7 @@ typedef struct JobReceiver
 	GsCluster  *c;
 	int		   *dcap;
 	int			cap;
+	MemoryContext cxt;			/* the loader's: rows outlive the query */
 } JobReceiver;
 
 static bool
@@ -208,6 +209,8 @@ job_receive(TupleTableSlot *slot, DestReceiver *self)
 	Datum	   *v;
 	bool	   *nl;
 	int			k;
+
+	MemoryContext old = MemoryContextSwitchTo(r->cxt);
 
 	slot_getallattrs(slot);
 	v = slot->tts_values;
@@ -259,6 +262,7 @@ job_receive(TupleTableSlot *slot, DestReceiver *self)
 		j->stage_depth = c->nlevels + 1;
 	if (j->span_depth > c->nlevels + 1)
 		j->span_depth = c->nlevels + 1;
+	MemoryContextSwitchTo(old);
 	return true;
 }
 
@@ -432,6 +436,7 @@ gs_load_state(void)
 		r.st = st;
 		r.c = c;
 		r.dcap = &dcap;
+		r.cxt = CurrentMemoryContext;
 		r.cap = 1024;
 		st->jobs = palloc0(sizeof(GsJob) * r.cap);
 		memset(&opts, 0, sizeof(opts));
