@@ -29,6 +29,13 @@ int			gs_restart_cost_s = 60;
 int			gs_node_timeout_s = 60;
 int			gs_round_interval_ms = 1000;
 bool		gs_enabled = true;
+int			gs_queue_order = 0;
+
+static const struct config_enum_entry queue_order_options[] = {
+	{"fair", 0, false},
+	{"priority", 1, false},
+	{NULL, 0, false}
+};
 char	   *gs_database = NULL;
 
 /* Parse a timestamptz the way the input function does, without throwing. */
@@ -148,6 +155,14 @@ gs_guc_init(void)
 							"The worker is also woken at once by commits that change the queue.",
 							&gs_round_interval_ms, 1000, 10, 3600 * 1000, PGC_SIGHUP,
 							GUC_UNIT_MS, NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("gangsched.queue_order",
+							 "Order in which a round tries pending jobs.",
+							 "fair: guaranteed (within nominal quota) first, then borrowing; among teams the lowest "
+							 "weighted dominant share first, recomputed after every placement; within a team priority, "
+							 "then submit order. priority: priority, then submit order, across teams. Quota rules "
+							 "apply under both.",
+							 &gs_queue_order, 0, queue_order_options, PGC_USERSET, 0, NULL, NULL, NULL);
 
 	DefineCustomBoolVariable("gangsched.enabled",
 							 "Lets the background worker run scheduling rounds.",

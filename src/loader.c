@@ -197,6 +197,8 @@ typedef struct JobReceiver
 	int		   *dcap;
 	int			cap;
 	MemoryContext cxt;			/* the loader's: rows outlive the query */
+	int		   *team_by_id;
+	int			max_team;
 } JobReceiver;
 
 static bool
@@ -224,6 +226,8 @@ job_receive(TupleTableSlot *slot, DestReceiver *self)
 	memset(j, 0, sizeof(*j));
 	j->id = DatumGetInt64(v[0]);
 	j->team = DatumGetInt32(v[1]);
+	j->tix = (j->team >= 0 && j->team <= r->max_team) ? r->team_by_id[j->team] : -1;
+	j->tried_at = -1;
 	j->priority = DatumGetInt32(v[2]);
 	j->queue_pos = DatumGetInt64(v[3]);
 	j->workers = DatumGetInt32(v[4]);
@@ -293,6 +297,8 @@ gs_load_state(void)
 	char	 ***labels;
 	int		   *node_by_id;
 	int			max_id = 0;
+	int		   *team_by_id;
+	int			max_team = 0;
 
 	st->cluster = c;
 
@@ -371,19 +377,109 @@ gs_load_state(void)
 	for (i = 0; i < c->nnodes; i++)
 		node_by_id[c->nodes[i].id] = i;
 
-	/* host resources in use */
-	run("SELECT a.node_id, sum(a.cpus)::float8, sum(a.mem_gb)::float8, sum(a.net_gbps)::float8"
-		"  FROM gangsched.allocations a WHERE upper_inf(a.during) GROUP BY a.node_id", SPI_OK_SELECT);
+	/* teams and their quotas */
+	run("SELECT id, weight::float8, name FROM gangsched.teams ORDER BY id", SPI_OK_SELECT);
+	c->nteams = (int) SPI_processed;
+	c->teams = palloc0(sizeof(GsTeam) * Max(c->nteams, 1));
+	for (i = 0; i < c->nteams; i++)
+	{
+		c->teams[i].id = col_int(i, 1, 0);
+		c->teams[i].weight = col_float(i, 2, 1);
+		c->teams[i].name = col_text(i, 3);
+		max_team = Max(max_team, c->teams[i].id);
+	}
+	team_by_id = palloc(sizeof(int) * (max_team + 1));
+	for (i = 0; i <= max_team; i++)
+		team_by_id[i] = -1;
+	for (i = 0; i < c->nteams; i++)
+		team_by_id[c->teams[i].id] = i;
+	c->quotas = palloc0(sizeof(GsQuota) * Max(c->nteams * c->npools, 1));
+	for (i = 0; i < c->nteams * c->npools; i++)
+		for (k = 0; k < GS_NRES; k++)
+		{
+			c->quotas[i].nominal[k] = (k == GS_GPU) ? 0 : -1;
+			c->quotas[i].borrow[k] = -1;
+			c->quotas[i].lend[k] = -1;
+		}
+	run("SELECT q.team_id, q.pool_id, q.gpus::float8, q.cpus::float8, q.mem_gb::float8, q.net_gbps::float8,"
+		"       q.borrow_gpus::float8, q.borrow_cpus::float8, q.borrow_mem_gb::float8, q.borrow_net_gbps::float8,"
+		"       q.lend_gpus::float8, q.lend_cpus::float8, q.lend_mem_gb::float8, q.lend_net_gbps::float8"
+		"  FROM gangsched.quotas q", SPI_OK_SELECT);
+	for (i = 0; i < (int) SPI_processed; i++)
+	{
+		int			tid = col_int(i, 1, 0);
+		int			pid = col_int(i, 2, 0);
+		int			ti = (tid >= 0 && tid <= max_team) ? team_by_id[tid] : -1;
+		int			pi = -1;
+		GsQuota    *q;
+
+		for (k = 0; k < c->npools; k++)
+			if (c->pools[k].id == pid)
+				pi = k;
+		if (ti < 0 || pi < 0)
+			continue;
+		q = &c->quotas[ti * c->npools + pi];
+		q->has = true;
+		for (k = 0; k < GS_NRES; k++)
+		{
+			q->nominal[k] = col_float(i, 3 + k, -1);
+			q->borrow[k] = col_float(i, 7 + k, -1);
+			q->lend[k] = col_float(i, 11 + k, -1);
+		}
+	}
+
+	/* capacity of up nodes, per pool and in all */
+	for (i = 0; i < c->nnodes; i++)
+	{
+		GsNode	   *n = &c->nodes[i];
+		double		cap[GS_NRES] = {n->ngpus, n->cap_cpus, n->cap_mem, n->cap_net};
+
+		if (n->state != GS_NODE_UP)
+			continue;
+		for (k = 0; k < GS_NRES; k++)
+		{
+			c->pools[n->pool].capacity[k] += cap[k];
+			c->capacity[k] += cap[k];
+		}
+	}
+
+	/*
+	 * Resources held now, per node and team: current allocations and the
+	 * capacity held for nominated jobs. They leave the node's free host
+	 * resources and count in the team's and pool's use.
+	 */
+	run("SELECT x.node_id, x.team_id, sum(x.gpus)::float8, sum(x.cpus)::float8, sum(x.mem_gb)::float8,"
+		"       sum(x.net_gbps)::float8"
+		"  FROM (SELECT a.node_id, a.team_id, a.gpus, a.cpus, a.mem_gb, a.net_gbps"
+		"          FROM gangsched.allocations a WHERE upper_inf(a.during)"
+		"        UNION ALL"
+		"        SELECT h.node_id, g.team_id, g.gpus, h.cpus, h.mem_gb, h.net_gbps"
+		"          FROM gangsched.holds h JOIN gangsched.gangs g ON g.id = h.job) x"
+		" GROUP BY x.node_id, x.team_id", SPI_OK_SELECT);
 	for (i = 0; i < (int) SPI_processed; i++)
 	{
 		int			id = col_int(i, 1, 0);
 		int			ni = (id >= 0 && id <= max_id) ? node_by_id[id] : -1;
+		int			tid = col_int(i, 2, 0);
+		int			ti = (tid >= 0 && tid <= max_team) ? team_by_id[tid] : -1;
+		double		amt[GS_NRES];
 
 		if (ni < 0)
 			continue;
-		c->nodes[ni].free_cpus -= col_float(i, 2, 0);
-		c->nodes[ni].free_mem -= col_float(i, 3, 0);
-		c->nodes[ni].free_net -= col_float(i, 4, 0);
+		for (k = 0; k < GS_NRES; k++)
+			amt[k] = col_float(i, 3 + k, 0);
+		c->nodes[ni].free_cpus -= amt[GS_CPU];
+		c->nodes[ni].free_mem -= amt[GS_MEM];
+		c->nodes[ni].free_net -= amt[GS_NET];
+		for (k = 0; k < GS_NRES; k++)
+		{
+			c->pools[c->nodes[ni].pool].used[k] += amt[k];
+			if (ti >= 0)
+			{
+				c->teams[ti].used[k] += amt[k];
+				c->quotas[ti * c->npools + c->nodes[ni].pool].used[k] += amt[k];
+			}
+		}
 	}
 
 	/* device slices in use, and capacity held for nominated jobs */
@@ -403,20 +499,6 @@ gs_load_state(void)
 	}
 	for (i = 0; i < c->nnodes; i++)
 		gs_node_recount(&c->nodes[i]);
-	run("SELECT h.node_id, sum(h.cpus)::float8, sum(h.mem_gb)::float8, sum(h.net_gbps)::float8"
-		"  FROM gangsched.holds h GROUP BY h.node_id", SPI_OK_SELECT);
-	for (i = 0; i < (int) SPI_processed; i++)
-	{
-		int			id = col_int(i, 1, 0);
-		int			ni = (id >= 0 && id <= max_id) ? node_by_id[id] : -1;
-
-		if (ni < 0)
-			continue;
-		c->nodes[ni].free_cpus -= col_float(i, 2, 0);
-		c->nodes[ni].free_mem -= col_float(i, 3, 0);
-		c->nodes[ni].free_net -= col_float(i, 4, 0);
-	}
-
 	/*
 	 * Pending jobs, in no particular order (the order step sorts), streamed
 	 * straight from the executor into GsJob structs: no tuplestore copy.
@@ -437,6 +519,8 @@ gs_load_state(void)
 		r.c = c;
 		r.dcap = &dcap;
 		r.cxt = CurrentMemoryContext;
+		r.team_by_id = team_by_id;
+		r.max_team = max_team;
 		r.cap = 1024;
 		st->jobs = palloc0(sizeof(GsJob) * r.cap);
 		memset(&opts, 0, sizeof(opts));

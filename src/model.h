@@ -21,6 +21,13 @@
 #define GS_MAX_GPUS		64
 #define GS_SLOTS_PER_DEVICE 8	/* slot = device * 8 + slice */
 
+/* Resources, in this order, wherever a [GS_NRES] array appears. */
+#define GS_NRES 4
+#define GS_GPU 0
+#define GS_CPU 1
+#define GS_MEM 2
+#define GS_NET 3
+
 typedef enum GsNodeState
 {
 	GS_NODE_UP = 0,
@@ -40,7 +47,27 @@ typedef struct GsPool
 	int32_t		id;				/* pools.id */
 	bool		reserved;		/* kind = 'reserved' */
 	const char *name;
+	double		capacity[GS_NRES];	/* of its up nodes */
+	double		used[GS_NRES];	/* held now by all teams */
 } GsPool;
+
+/* A team's quota in one pool; amounts < 0 mean "not set" (see below). */
+typedef struct GsQuota
+{
+	bool		has;			/* a quota row exists */
+	double		nominal[GS_NRES];	/* < 0: resource not governed by quota */
+	double		borrow[GS_NRES];	/* < 0: no borrowing limit */
+	double		lend[GS_NRES];	/* < 0: all of the idle nominal quota lendable */
+	double		used[GS_NRES];	/* held now (allocations and holds) */
+} GsQuota;
+
+typedef struct GsTeam
+{
+	int32_t		id;				/* teams.id */
+	double		weight;
+	const char *name;
+	double		used[GS_NRES];	/* over all pools */
+} GsTeam;
 
 typedef struct GsNode
 {
@@ -77,6 +104,10 @@ typedef struct GsDomain
 typedef struct GsCluster
 {
 	int			nlevels;		/* L */
+	int			nteams;
+	GsTeam	   *teams;
+	GsQuota    *quotas;			/* [team * npools + pool] */
+	double		capacity[GS_NRES];	/* of up nodes, all pools */
 	const char *level_names[GS_MAX_DEPTH];	/* by depth; [0] "pool", [L+1] "node" */
 	int			npools;
 	GsPool	   *pools;
@@ -104,6 +135,7 @@ typedef struct GsJob
 {
 	int64_t		id;
 	int32_t		team;			/* teams.id */
+	int32_t		tix;			/* index into GsCluster.teams */
 	int32_t		priority;
 	int64_t		queue_pos;
 	int32_t		workers;
@@ -125,8 +157,15 @@ typedef struct GsJob
 	int64_t		queued_at;		/* TimestampTz of its last entry into pending */
 	double		queue_timeout_s;	/* its own queue timeout, < 0 none */
 	bool		expiring;		/* its queue timeout has passed: not a candidate */
+	/* this attempt, set by the order step */
+	uint64_t	pool_mask;		/* pools the gang may go to now */
+	bool		quota_blocked;	/* quota rules allow it nowhere now */
+	bool		try_borrowing;	/* tried as borrowed work (beyond nominal quota) */
+	double		share_at_try;	/* its team's dominant share when tried */
+	int32_t		tried_at;		/* position in the round's order, -1 not tried */
 	/* decision */
 	bool		placed;
+	bool		borrowed;
 	bool		reserved;		/* the starvation guard's reservation */
 	GsAssign   *assign;			/* [workers] when placed */
 	int16_t		dom_depth;		/* the domain the gang went to */

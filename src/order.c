@@ -1,18 +1,48 @@
 /*
- * order.c — queue order: priority (higher first), then queue position
- * (older first). Queue position is the original submit order and survives
- * requeues.
+ * order.c — which pending job a round tries next.
+ *
+ * Fair order (the default): first every candidate that fits within its
+ * team's nominal quota (guaranteed), then the borrowing ones; in each phase
+ * the team with the lowest weighted dominant share goes next, recomputed
+ * after every placement (progressive filling), and within a team higher
+ * priority first, then older. A guaranteed candidate that does not fit may
+ * be tried again in the second phase as borrowed work elsewhere.
+ *
+ * Priority order: priority, then submit order, across teams; quota rules
+ * still decide where each job may go and whether it borrows.
+ *
+ * Each job's per-team queue is scanned once per phase, so the order costs
+ * O(jobs × teams) at most.
  */
 #include "postgres.h"
 
+#include "fair.h"
 #include "order.h"
+
+typedef struct TeamQ
+{
+	GsJob	  **jobs;			/* this team's pending jobs, in team order */
+	int			n;
+	int			cur;			/* phase 1 cursor */
+	GsJob	  **later;			/* phase 2 candidates, in team order */
+	int			nlater;
+	int			curlater;
+} TeamQ;
 
 struct GsOrder
 {
 	GsState    *st;
-	GsJob	  **seq;
-	int			n;
-	int			next;
+	GsOrderPolicy policy;
+	int			phase;			/* 1 guaranteed, 2 borrowed */
+	TeamQ	   *tq;				/* [nteams + 1]; the last holds unknown teams */
+	int			nq;
+	GsJob	  **global;			/* priority policy: all jobs in order */
+	int			gcur;
+	GsJob	  **seq;			/* tried, in order; then never tried */
+	int			nseq;
+	int			nseq_tried;
+	bool		finalized;
+	GsJob	   *current;		/* handed out, not yet reported */
 };
 
 static int
@@ -29,30 +59,254 @@ cmp_priority_fifo(const void *a, const void *b)
 }
 
 GsOrder *
-gs_order_begin(GsState *st)
+gs_order_begin(GsState *st, GsOrderPolicy policy)
 {
 	GsOrder    *o = palloc0(sizeof(GsOrder));
-	int			i;
+	GsCluster  *c = st->cluster;
+	int			i,
+				n = st->njobs;
 
 	o->st = st;
-	o->n = st->njobs;
-	o->seq = palloc(sizeof(GsJob *) * Max(o->n, 1));
-	for (i = 0; i < o->n; i++)
-		o->seq[i] = &st->jobs[i];
-	qsort(o->seq, o->n, sizeof(GsJob *), cmp_priority_fifo);
+	o->policy = policy;
+	o->phase = 1;
+	o->seq = palloc(sizeof(GsJob *) * Max(n, 1));
+	o->global = palloc(sizeof(GsJob *) * Max(n, 1));
+	for (i = 0; i < n; i++)
+		o->global[i] = &st->jobs[i];
+	qsort(o->global, n, sizeof(GsJob *), cmp_priority_fifo);
+
+	o->nq = c->nteams + 1;
+	o->tq = palloc0(sizeof(TeamQ) * o->nq);
+	for (i = 0; i < n; i++)
+	{
+		GsJob	   *j = o->global[i];
+		int			t = (j->tix >= 0) ? j->tix : c->nteams;
+
+		o->tq[t].n++;
+	}
+	for (i = 0; i < o->nq; i++)
+	{
+		o->tq[i].jobs = palloc(sizeof(GsJob *) * Max(o->tq[i].n, 1));
+		o->tq[i].later = palloc(sizeof(GsJob *) * Max(o->tq[i].n, 1));
+		o->tq[i].n = 0;
+	}
+	for (i = 0; i < n; i++)
+	{
+		GsJob	   *j = o->global[i];
+		int			t = (j->tix >= 0) ? j->tix : c->nteams;
+
+		o->tq[t].jobs[o->tq[t].n++] = j;
+	}
 	return o;
+}
+
+static void
+tried(GsOrder *o, GsJob *j)
+{
+	if (j->tried_at < 0)
+	{
+		j->tried_at = o->nseq;
+		o->seq[o->nseq++] = j;
+	}
+	o->current = j;
+}
+
+/* Team t's next phase-1 candidate, deferring those beyond nominal quota. */
+static GsJob *
+peek_guaranteed(GsOrder *o, int t)
+{
+	TeamQ	   *q = &o->tq[t];
+	GsCluster  *c = o->st->cluster;
+
+	while (q->cur < q->n)
+	{
+		GsJob	   *j = q->jobs[q->cur];
+		uint64_t	m;
+
+		if (j->expiring || j->placed || j->reserved)
+		{
+			q->cur++;
+			continue;
+		}
+		m = gs_guaranteed_pools(c, j);
+		if (m != 0)
+		{
+			j->pool_mask = m;
+			j->try_borrowing = false;
+			return j;
+		}
+		q->later[q->nlater++] = j;
+		q->cur++;
+	}
+	return NULL;
+}
+
+/* Team t's next phase-2 candidate; those quota forbids are marked blocked. */
+static GsJob *
+peek_borrowing(GsOrder *o, int t)
+{
+	TeamQ	   *q = &o->tq[t];
+	GsCluster  *c = o->st->cluster;
+
+	while (q->curlater < q->nlater)
+	{
+		GsJob	   *j = q->later[q->curlater];
+		uint64_t	m;
+		char	   *why;
+
+		if (j->placed || j->reserved)
+		{
+			q->curlater++;
+			continue;
+		}
+		m = gs_borrow_pools(c, j, &why);
+		if (m != 0)
+		{
+			j->pool_mask = m;
+			j->quota_blocked = false;
+			j->try_borrowing = true;
+			return j;
+		}
+		j->quota_blocked = true;
+		if (why != NULL)
+			j->reason = why;
+		q->curlater++;
+	}
+	return NULL;
+}
+
+static GsJob *
+next_fair(GsOrder *o)
+{
+	GsCluster  *c = o->st->cluster;
+
+	for (;;)
+	{
+		int			t,
+					best = -1;
+		double		bestds = 0;
+		GsJob	   *bj = NULL;
+
+		for (t = 0; t < o->nq; t++)
+		{
+			GsJob	   *j = (o->phase == 1) ? peek_guaranteed(o, t) : peek_borrowing(o, t);
+			double		ds;
+
+			if (j == NULL)
+				continue;
+			ds = gs_dominant_share(c, j->tix);
+			if (best < 0 || ds < bestds - 1e-12 ||
+				(ds <= bestds + 1e-12 && cmp_priority_fifo(&j, &bj) < 0))
+			{
+				best = t;
+				bestds = ds;
+				bj = j;
+			}
+		}
+		if (bj != NULL)
+		{
+			bj->share_at_try = bestds;
+			if (o->phase == 1)
+				o->tq[best].cur++;
+			else
+				o->tq[best].curlater++;
+			tried(o, bj);
+			return bj;
+		}
+		if (o->phase == 2)
+			return NULL;
+		o->phase = 2;
+	}
+}
+
+static GsJob *
+next_priority(GsOrder *o)
+{
+	GsCluster  *c = o->st->cluster;
+
+	while (o->gcur < o->st->njobs)
+	{
+		GsJob	   *j = o->global[o->gcur++];
+		char	   *why;
+
+		if (j->expiring)
+			continue;
+		why = NULL;
+		j->pool_mask = gs_guaranteed_pools(c, j);
+		j->try_borrowing = (j->pool_mask == 0);
+		if (j->pool_mask == 0)
+			j->pool_mask = gs_borrow_pools(c, j, &why);
+		if (j->pool_mask == 0)
+		{
+			j->quota_blocked = true;
+			if (why != NULL)
+				j->reason = why;
+			continue;
+		}
+		j->share_at_try = gs_dominant_share(c, j->tix);
+		tried(o, j);
+		return j;
+	}
+	return NULL;
 }
 
 GsJob *
 gs_order_next(GsOrder *o)
 {
-	return o->next < o->n ? o->seq[o->next++] : NULL;
+	return (o->policy == GS_ORDER_PRIORITY) ? next_priority(o) : next_fair(o);
 }
 
 void
-gs_order_placed(GsOrder *o, GsJob *job)
+gs_order_placed(GsOrder *o, GsJob *j)
 {
-	/* a static order needs no feedback */
+	GsCluster  *c = o->st->cluster;
+	int			pool = c->nodes[j->assign[0].node].pool;
+
+	j->borrowed = gs_beyond_nominal(c, j, pool);
+	gs_account(c, j, pool);
+	o->current = NULL;
+}
+
+void
+gs_order_failed(GsOrder *o, GsJob *j)
+{
+	/* a guaranteed try that did not fit may borrow elsewhere later */
+	if (o->policy == GS_ORDER_FAIR && o->phase == 1 && j->preemptible && j->tix >= 0)
+	{
+		TeamQ	   *q = &o->tq[j->tix];
+
+		q->later[q->nlater++] = j;
+	}
+	o->current = NULL;
+}
+
+/* Append the never-tried jobs, in priority order, once. */
+static void
+finalize(GsOrder *o)
+{
+	int			i;
+
+	if (o->finalized)
+		return;
+	o->nseq_tried = o->nseq;
+	for (i = 0; i < o->st->njobs; i++)
+		if (o->global[i]->tried_at < 0)
+			o->seq[o->nseq++] = o->global[i];
+	o->finalized = true;
+}
+
+int
+gs_order_count(GsOrder *o)
+{
+	finalize(o);
+	return o->nseq;
+}
+
+GsJob *
+gs_order_at(GsOrder *o, int k)
+{
+	finalize(o);
+	return (k >= 0 && k < o->nseq) ? o->seq[k] : NULL;
 }
 
 int
@@ -60,20 +314,24 @@ gs_order_position(GsOrder *o, int64_t job_id)
 {
 	int			i;
 
-	for (i = 0; i < o->n; i++)
+	finalize(o);
+	for (i = 0; i < o->nseq; i++)
 		if (o->seq[i]->id == job_id)
 			return i;
 	return -1;
 }
 
 int
-gs_order_count(GsOrder *o)
+gs_order_teams_ahead(GsOrder *o, GsJob *job)
 {
-	return o->n;
-}
+	GsCluster  *c = o->st->cluster;
+	int			t,
+				n = 0;
+	double		mine = job->share_at_try;
 
-GsJob *
-gs_order_at(GsOrder *o, int k)
-{
-	return (k >= 0 && k < o->n) ? o->seq[k] : NULL;
+	/* teams that held a lower share than this one's when it was tried */
+	for (t = 0; t < c->nteams; t++)
+		if (t != job->tix && o->tq[t].n > 0 && gs_dominant_share(c, t) < mine - 1e-12)
+			n++;
+	return n;
 }

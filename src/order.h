@@ -1,24 +1,39 @@
 /*
- * order.h — the order in which a round considers pending jobs.
+ * order.h — the order in which a round tries pending jobs.
  *
  * One replaceable step: the round asks for the next candidate and reports
- * each placement back, so an order that depends on what was placed (fair
- * share recomputed after every placement) fits the same loop.
+ * what became of it, so an order that depends on what was placed (weighted
+ * dominant resource fairness, recomputed after every placement) fits the
+ * same loop. The candidate comes with the pools it may use for this try
+ * (guaranteed or borrowed).
  */
 #ifndef GANGSCHED_ORDER_H
 #define GANGSCHED_ORDER_H
 
 #include "loader.h"
 
+typedef enum GsOrderPolicy
+{
+	GS_ORDER_FAIR = 0,			/* guaranteed first, then lowest weighted dominant share */
+	GS_ORDER_PRIORITY			/* priority, then submit order; quotas still apply */
+} GsOrderPolicy;
+
 typedef struct GsOrder GsOrder;
 
-extern GsOrder *gs_order_begin(GsState *st);
+extern GsOrder *gs_order_begin(GsState *st, GsOrderPolicy policy);
+/* Next candidate with job->pool_mask set for this try; NULL when done. */
 extern GsJob *gs_order_next(GsOrder *o);
+/* The candidate was placed: count it (and mark it borrowed or not). */
 extern void gs_order_placed(GsOrder *o, GsJob *job);
-/* The k-th job of the order (after gs_order_begin), for writers. */
+/* The candidate did not fit: it may be tried again later as borrowed work. */
+extern void gs_order_failed(GsOrder *o, GsJob *job);
+
+/* Jobs in the order they were tried, then those never tried; for writers. */
 extern int	gs_order_count(GsOrder *o);
 extern GsJob *gs_order_at(GsOrder *o, int k);
-/* Position (0-based) of a job in the order, -1 if absent; for why_pending. */
+/* Position (0-based) of a job in that sequence, -1 if absent. */
 extern int	gs_order_position(GsOrder *o, int64_t job_id);
+/* Teams whose dominant share was lower than this job's team's when it was tried. */
+extern int	gs_order_teams_ahead(GsOrder *o, GsJob *job);
 
 #endif							/* GANGSCHED_ORDER_H */

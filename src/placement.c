@@ -56,8 +56,8 @@ typedef struct ShapeKey
 				mem,
 				net,
 				gpu_mem;
+	uint64_t	pool_mask;
 	int32_t		model,
-				pool,
 				group_size,
 				stages,
 				dataset;
@@ -262,14 +262,8 @@ prepare(GsPlacer *p, GsJob *j)
 	p->pool_ok_any = false;
 	for (i = 0; i < c->npools && i < 64; i++)
 	{
-		bool		ok;
+		bool		ok = (j->pool_mask & (UINT64_C(1) << i)) != 0;
 
-		if (j->pool >= 0)
-			ok = (i == j->pool);
-		else
-			ok = j->preemptible || c->pools[i].reserved;
-		if (!j->preemptible && !c->pools[i].reserved)
-			ok = false;
 		p->pool_ok[i] = ok;
 		p->pool_ok_any |= ok;
 	}
@@ -765,7 +759,7 @@ shape_key(const GsJob *j, ShapeKey *k)
 	k->net = j->net;
 	k->gpu_mem = j->gpu_mem;
 	k->model = j->model;
-	k->pool = j->pool;
+	k->pool_mask = j->pool_mask;
 	k->group_size = j->group_size;
 	k->stages = j->stages;
 	k->dataset = (j->locality != GS_LOC_NONE) ? j->dataset : -1;
@@ -999,9 +993,9 @@ gs_why_text(GsCluster *c, const GsJob *j, const GsWhy *w, bool with_numbers)
 			appendStringInfoString(&s, "fits now");
 			break;
 		case GS_WHY_NO_NODE:
-			appendStringInfoString(&s, "no eligible node that is up has room for one worker now");
+			appendStringInfoString(&s, "no eligible node has room for one worker now");
 			if (with_numbers)
-				appendStringInfoString(&s, " (every node that could is busy, draining or down)");
+				appendStringInfoString(&s, " (the nodes that could hold one are busy, reserved, draining or down)");
 			break;
 		case GS_WHY_CAPACITY:
 			if (g > 0)

@@ -29,6 +29,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "fair.h"
 #include "guc.h"
 #include "loader.h"
 #include "order.h"
@@ -107,6 +108,17 @@ int4_array(int32 *v, int n)
 	for (i = 0; i < n; i++)
 		d[i] = Int32GetDatum(v[i]);
 	return PointerGetDatum(construct_array(d, n, INT4OID, 4, true, TYPALIGN_INT));
+}
+
+static Datum
+bool_array(bool *v, int n)
+{
+	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
+	int			i;
+
+	for (i = 0; i < n; i++)
+		d[i] = BoolGetDatum(v[i]);
+	return PointerGetDatum(construct_array(d, n, BOOLOID, 1, true, TYPALIGN_CHAR));
 }
 
 static Datum
@@ -204,6 +216,7 @@ write_decisions(GsState *st, GsDecision *dec, TimestampTz now)
 	int32	   *s_worker = palloc(sizeof(int32) * slotcap);
 	int64	   *p_job = palloc(sizeof(int64) * Max(dec->placed, 1));
 	char	  **p_detail = palloc(sizeof(char *) * Max(dec->placed, 1));
+	bool	   *p_borrowed = palloc(sizeof(bool) * Max(dec->placed, 1));
 	int			np = 0;
 	int64	   *w_job = palloc(sizeof(int64) * Max(st->njobs, 1));
 	int64	   *x_job = palloc(sizeof(int64) * Max(st->njobs, 1));
@@ -298,10 +311,34 @@ write_decisions(GsState *st, GsDecision *dec, TimestampTz now)
 							 c->dom[j->dom_depth][j->dom_index].label,
 							 c->level_names[j->dom_depth]);
 			p_job[np] = j->id;
+			p_borrowed[np] = j->borrowed;
 			p_detail[np++] = det.data;
 		}
 	}
 
+	if (np > 0)
+	{
+		Oid			types[4] = {INT8ARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID, BOOLARRAYOID};
+		Datum		values[4];
+
+		values[0] = int8_array(p_job, np);
+		values[1] = text_array(p_detail, np);
+		values[2] = TimestampTzGetDatum(now);
+		values[3] = bool_array(p_borrowed, np);
+		exec_args("WITH p AS ("
+				  "  UPDATE gangsched.gangs g"
+				  "     SET state = 'placed', placed_at = $3, started_at = NULL, started_nodes = '{}', reason = NULL,"
+				  "         borrowed = u.borrowed"
+				  "    FROM unnest($1, $2, $4) AS u(job, detail, borrowed)"
+				  "   WHERE g.id = u.job"
+				  "  RETURNING g.id, g.team_id, u.detail, g.borrowed)"
+				  "INSERT INTO gangsched.events (at, kind, job, team_id, reason, detail)"
+				  "SELECT $3, 'placed', p.id, p.team_id,"
+				  "       CASE WHEN p.borrowed THEN 'placed whole in its smallest domain, as borrowed capacity'"
+				  "            ELSE 'placed whole in its smallest domain, within nominal quota' END,"
+				  "       p.detail::jsonb FROM p",
+				  4, types, values, SPI_OK_INSERT);
+	}
 	if (al.n > 0)
 	{
 		Oid			types[7] = {INT8ARRAYOID, INT4ARRAYOID, INT4ARRAYOID, TEXTARRAYOID,
@@ -335,24 +372,6 @@ write_decisions(GsState *st, GsDecision *dec, TimestampTz now)
 		values[3] = int4_array(s_worker, nslot);
 		exec_args("INSERT INTO gangsched.held_slots (node_id, slot, job, worker)"
 				  " SELECT * FROM unnest($1, $2, $3, $4)", 4, types, values, SPI_OK_INSERT);
-	}
-	if (np > 0)
-	{
-		Oid			types[3] = {INT8ARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID};
-		Datum		values[3];
-
-		values[0] = int8_array(p_job, np);
-		values[1] = text_array(p_detail, np);
-		values[2] = TimestampTzGetDatum(now);
-		exec_args("WITH p AS ("
-				  "  UPDATE gangsched.gangs g"
-				  "     SET state = 'placed', placed_at = $3, started_at = NULL, started_nodes = '{}', reason = NULL"
-				  "    FROM unnest($1, $2) AS u(job, detail)"
-				  "   WHERE g.id = u.job"
-				  "  RETURNING g.id, g.team_id, u.detail)"
-				  "INSERT INTO gangsched.events (at, kind, job, team_id, reason, detail)"
-				  "SELECT $3, 'placed', p.id, p.team_id, 'placed whole in its smallest domain', p.detail::jsonb FROM p",
-				  3, types, values, SPI_OK_INSERT);
 	}
 	if (nw > 0)
 	{
@@ -574,6 +593,8 @@ gs_why_pending(PG_FUNCTION_ARGS)
 			rows = lappend(rows, list_make2(psprintf("queue timeout"),
 											psprintf("its queue timeout has passed: the next round expires it (%s)",
 													 target->reason ? target->reason : "it fits now")));
+		else if (target->quota_blocked)
+			rows = lappend(rows, list_make2(psprintf("quota"), psprintf("%s", target->reason)));
 		else if (target->placed)
 			rows = lappend(rows, list_make2(psprintf("fits now"),
 											psprintf("the next round places it (%d of %d in queue order)",
@@ -605,6 +626,19 @@ gs_why_pending(PG_FUNCTION_ARGS)
 				rows = lappend(rows, list_make2(psprintf("capacity held for another job"),
 												psprintf("job " INT64_FORMAT " is first in line and capacity is being kept for it",
 														 dec.reserved->id)));
+			if (gs_queue_order == GS_ORDER_FAIR)
+			{
+				int			ahead = gs_order_teams_ahead(dec.order, target);
+
+				if (ahead > 0)
+					rows = lappend(rows, list_make2(psprintf("fair share"),
+													psprintf("%d team%s with a lower dominant share %s tried first; team %s holds a dominant share of %.3f (weight %g)%s",
+															 ahead, ahead == 1 ? "" : "s", ahead == 1 ? "is" : "are",
+															 st->cluster->teams[target->tix].name,
+															 gs_dominant_share(st->cluster, target->tix),
+															 st->cluster->teams[target->tix].weight,
+															 target->try_borrowing ? "; it would borrow, so guaranteed work of every team goes first" : "")));
+			}
 			if (pos > 0)
 				rows = lappend(rows, list_make2(psprintf("queue order"),
 												psprintf("%d jobs come before it (priority %d, then submit order)",
@@ -624,5 +658,52 @@ gs_why_pending(PG_FUNCTION_ARGS)
 		v[1] = CStringGetTextDatum(lsecond(r));
 		tuplestore_putvalues(ts, tupdesc, v, n);
 	}
+	return (Datum) 0;
+}
+
+/* ---- the queue as the next round would try it ------------------------- */
+
+PG_FUNCTION_INFO_V1(gs_queue);
+Datum
+gs_queue(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Tuplestorestate *ts;
+	TupleDesc	tupdesc;
+	GsState    *st;
+	GsDecision	dec;
+	int			k,
+				n;
+
+	InitMaterializedSRF(fcinfo, 0);
+	ts = rsinfo->setResult;
+	tupdesc = rsinfo->setDesc;
+	SPI_connect();
+	st = gs_load_state();
+	gs_mark_expiring(st, gs_now(), gs_default_queue_timeout_s);
+	gs_decide(st, &dec);
+	n = gs_order_count(dec.order);
+	for (k = 0; k < n; k++)
+	{
+		GsJob	   *j = gs_order_at(dec.order, k);
+		Datum		v[6];
+		bool		nl[6] = {false, false, false, false, false, false};
+
+		if (j->expiring)
+			continue;
+		v[0] = Int32GetDatum(k + 1);
+		v[1] = Int64GetDatum(j->id);
+		v[2] = Float8GetDatum(j->tried_at >= 0 ? j->share_at_try : gs_dominant_share(st->cluster, j->tix));
+		v[3] = BoolGetDatum(j->try_borrowing || j->quota_blocked);
+		v[4] = BoolGetDatum(j->placed);
+		if (j->placed)
+			v[5] = CStringGetTextDatum("fits now");
+		else if (j->reason)
+			v[5] = CStringGetTextDatum(j->reason);
+		else
+			nl[5] = true;
+		tuplestore_putvalues(ts, tupdesc, v, nl);
+	}
+	SPI_finish();
 	return (Datum) 0;
 }

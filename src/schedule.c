@@ -1,16 +1,20 @@
 /*
  * schedule.c — the in-memory half of a round.
  *
- * Candidates come from the order step; each is placed whole or not at all.
- * The first candidate that does not fit for want of free capacity (not for
- * want of any node at all) gets the starvation guard: its future placement
- * is chosen now and that capacity is kept from the later candidates of this
- * round, who may only backfill around it.
+ * Candidates come from the order step (fair by default), each with the
+ * pools it may use for that try; each is placed whole or not at all. The
+ * first candidate that does not fit for want of free capacity (not for want
+ * of any node at all) gets the starvation guard: its future placement is
+ * chosen now and that capacity is kept from the later candidates of this
+ * round, who may only backfill around it. Jobs whose queue timeout passed
+ * are not candidates; they get the reason they would wait for now.
  */
 #include "postgres.h"
 
 #include "lib/stringinfo.h"
 
+#include "fair.h"
+#include "guc.h"
 #include "order.h"
 #include "schedule.h"
 
@@ -34,25 +38,17 @@ gs_decide(GsState *st, GsDecision *out)
 	GsCluster  *c = st->cluster;
 	GsJob	   *j;
 	bool		guard_done = false;
+	int			i;
 
 	memset(out, 0, sizeof(*out));
 	out->placer = gs_placer_create(c);
-	out->order = gs_order_begin(st);
+	out->order = gs_order_begin(st, (GsOrderPolicy) gs_queue_order);
 	out->why = palloc0(sizeof(GsWhy) * Max(st->njobs, 1));
 
 	while ((j = gs_order_next(out->order)) != NULL)
 	{
 		GsWhy	   *why = &out->why[j - st->jobs];
 
-		if (j->expiring)
-		{
-			/* not a candidate; its last reason is what it would wait for now */
-			/* (if it would fit, the reason stored last stays) */
-			if (!gs_probe(out->placer, j, why))
-				j->reason = gs_why_text(c, j, why, false);
-			out->expiring++;
-			continue;
-		}
 		out->considered++;
 		if (gs_place(out->placer, j, why))
 		{
@@ -62,7 +58,8 @@ gs_decide(GsState *st, GsDecision *out)
 			continue;
 		}
 		j->reason = gs_why_text(c, j, why, false);
-		if (!guard_done && why->kind != GS_WHY_NO_NODE && gs_reserve(out->placer, j))
+		/* the first that does not fit, if it would fit the cluster as it is when empty */
+		if (!guard_done && gs_reserve(out->placer, j))
 		{
 			StringInfoData s;
 
@@ -71,6 +68,20 @@ gs_decide(GsState *st, GsDecision *out)
 			initStringInfo(&s);
 			appendStringInfo(&s, "first in line: capacity is being kept for it; %s", j->reason);
 			j->reason = s.data;
+			continue;
 		}
+		gs_order_failed(out->order, j);
+	}
+
+	/* expiring jobs: what they would wait for now becomes their last reason */
+	for (i = 0; i < st->njobs; i++)
+	{
+		j = &st->jobs[i];
+		if (!j->expiring)
+			continue;
+		out->expiring++;
+		j->pool_mask = gs_eligible_pools(c, j);
+		if (!gs_probe(out->placer, j, &out->why[i]))
+			j->reason = gs_why_text(c, j, &out->why[i], false);
 	}
 }

@@ -1,0 +1,63 @@
+/* ------------------------------------------------------------------ */
+/* Fairness views                                                      */
+/* ------------------------------------------------------------------ */
+
+-- The pending queue as the next round would try it (a dry run of the round:
+-- nothing is written). Internal; read the `queue` view.
+CREATE FUNCTION gangsched._queue(OUT "position" int, OUT job bigint, OUT dominant_share float8,
+                                 OUT would_borrow bool, OUT fits_now bool, OUT reason text)
+RETURNS SETOF record LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'gs_queue';
+
+-- Pending jobs in the order the next round would try them, with the
+-- weighted dominant share of the job's team when it is tried and whether it
+-- would run on borrowed capacity (beyond its team's nominal quota).
+CREATE VIEW gangsched.queue AS
+SELECT q.position, q.job, t.name AS team, j.name, j.priority, j.workers, j.gpus, j.preemptible,
+       round(q.dominant_share::numeric, 4) AS dominant_share, q.would_borrow, q.fits_now, q.reason,
+       j.submitted_at
+  FROM gangsched._queue() q
+  JOIN gangsched.gangs j ON j.id = q.job
+  JOIN gangsched.teams t ON t.id = j.team_id
+ ORDER BY q.position;
+
+-- Per team and pool: nominal quota, what the team holds, what it borrows,
+-- what of its idle nominal quota others use (lent), its weighted dominant
+-- share over the whole cluster (up nodes), and its weight.
+CREATE VIEW gangsched.team_shares AS
+WITH cap AS (
+    SELECT sum(n.gpus) AS gpus, sum(n.cpus) AS cpus, sum(n.mem_gb) AS mem, sum(n.net_gbps) AS net
+      FROM gangsched.nodes n WHERE n.state = 'up'),
+held AS (
+    SELECT a.team_id, n.pool_id, sum(a.gpus) AS gpus, sum(a.cpus) AS cpus, sum(a.mem_gb) AS mem,
+           sum(a.net_gbps) AS net, COALESCE(sum(a.gpus) FILTER (WHERE a.borrowed), 0) AS borrowed_gpus
+      FROM gangsched.allocations a JOIN gangsched.nodes n ON n.id = a.node_id
+     WHERE upper_inf(a.during)
+     GROUP BY a.team_id, n.pool_id),
+team_held AS (
+    SELECT h.team_id, sum(h.gpus) AS gpus, sum(h.cpus) AS cpus, sum(h.mem) AS mem, sum(h.net) AS net
+      FROM held h GROUP BY h.team_id),
+rows AS (
+    SELECT t.id AS team_id, p.id AS pool_id, t.name AS team, p.name AS pool, t.weight,
+           q.gpus AS nominal_gpus, q.cpus AS nominal_cpus, q.mem_gb AS nominal_mem_gb, q.net_gbps AS nominal_net_gbps,
+           q.borrow_gpus AS borrowing_limit_gpus, q.lend_gpus AS lending_limit_gpus,
+           COALESCE(h.gpus, 0) AS used_gpus, COALESCE(h.cpus, 0) AS used_cpus,
+           COALESCE(h.mem, 0) AS used_mem_gb, COALESCE(h.net, 0) AS used_net_gbps,
+           COALESCE(h.borrowed_gpus, 0) AS borrowed_gpus,
+           GREATEST(COALESCE(q.gpus, 0) - COALESCE(h.gpus, 0), 0) AS idle_gpus
+      FROM gangsched.teams t CROSS JOIN gangsched.pools p
+      LEFT JOIN gangsched.quotas q ON q.team_id = t.id AND q.pool_id = p.id
+      LEFT JOIN held h ON h.team_id = t.id AND h.pool_id = p.id
+     WHERE q.team_id IS NOT NULL OR h.team_id IS NOT NULL)
+SELECT r.team, r.pool, r.weight, r.nominal_gpus, r.nominal_cpus, r.nominal_mem_gb, r.nominal_net_gbps,
+       r.borrowing_limit_gpus, r.lending_limit_gpus,
+       r.used_gpus, r.used_cpus, r.used_mem_gb, r.used_net_gbps, r.borrowed_gpus,
+       -- the pool's borrowed GPUs are charged to idle quotas pro rata
+       round(CASE WHEN sum(r.idle_gpus) OVER w > 0
+                  THEN r.idle_gpus * LEAST(1, sum(r.borrowed_gpus) OVER w / sum(r.idle_gpus) OVER w)
+                  ELSE 0 END, 3) AS lent_gpus,
+       round((GREATEST(COALESCE(th.gpus / NULLIF(cap.gpus, 0), 0), COALESCE(th.cpus / NULLIF(cap.cpus, 0), 0),
+                       COALESCE(th.mem / NULLIF(cap.mem, 0), 0), COALESCE(th.net / NULLIF(cap.net, 0), 0))
+              / r.weight)::numeric, 4) AS dominant_share
+  FROM rows r CROSS JOIN cap LEFT JOIN team_held th ON th.team_id = r.team_id
+WINDOW w AS (PARTITION BY r.pool_id)
+ ORDER BY r.pool, r.team;

@@ -1,0 +1,225 @@
+/*
+ * fair.c — quota and fairness arithmetic.
+ *
+ * Guaranteed work fits inside the team's nominal quota in the pool, for
+ * every resource the quota governs (cpus, mem and net may be left
+ * ungoverned). Borrowed work goes beyond it: only preemptible gangs, only
+ * within the team's borrowing limit, and never into the idle part of
+ * another team's quota that it does not lend (nominal minus lending limit).
+ * A team's dominant share is the largest fraction of the cluster's capacity
+ * (up nodes) it holds in any resource, divided by its weight.
+ */
+#include "postgres.h"
+
+#include "lib/stringinfo.h"
+
+#include "fair.h"
+
+#define EPS 1e-9
+
+static const char *res_name[GS_NRES] = {"GPUs", "CPUs", "GB of memory", "Gbit/s of network"};
+
+static inline void
+demand_of(const GsJob *j, double d[GS_NRES])
+{
+	d[GS_GPU] = j->gpus * j->workers;
+	d[GS_CPU] = j->cpus * j->workers;
+	d[GS_MEM] = j->mem * j->workers;
+	d[GS_NET] = j->net * j->workers;
+}
+
+uint64_t
+gs_eligible_pools(const GsCluster *c, const GsJob *j)
+{
+	uint64_t	m = 0;
+	int			i;
+
+	for (i = 0; i < c->npools && i < 64; i++)
+	{
+		if (j->pool >= 0 ? i != j->pool : j->pool == -2)
+			continue;
+		if (!j->preemptible && !c->pools[i].reserved)
+			continue;
+		m |= UINT64_C(1) << i;
+	}
+	return m;
+}
+
+static bool
+within_nominal(const GsQuota *q, const double d[GS_NRES])
+{
+	int			r;
+
+	if (!q->has)
+		return false;
+	for (r = 0; r < GS_NRES; r++)
+		if (q->nominal[r] >= 0 && q->used[r] + d[r] > q->nominal[r] + EPS)
+			return false;
+	return true;
+}
+
+uint64_t
+gs_guaranteed_pools(const GsCluster *c, const GsJob *j)
+{
+	uint64_t	elig = gs_eligible_pools(c, j);
+	uint64_t	m = 0;
+	double		d[GS_NRES];
+	int			i;
+
+	if (j->tix < 0)
+		return 0;
+	demand_of(j, d);
+	for (i = 0; i < c->npools && i < 64; i++)
+		if ((elig & (UINT64_C(1) << i)) &&
+			within_nominal(&c->quotas[j->tix * c->npools + i], d))
+			m |= UINT64_C(1) << i;
+	return m;
+}
+
+bool
+gs_beyond_nominal(const GsCluster *c, const GsJob *j, int pool)
+{
+	double		d[GS_NRES];
+
+	demand_of(j, d);
+	return !within_nominal(&c->quotas[j->tix * c->npools + pool], d);
+}
+
+/* Idle quota of other teams in the pool that they do not lend. */
+static void
+protected_idle(const GsCluster *c, int pool, int except_tix, double out[GS_NRES])
+{
+	int			t,
+				r;
+
+	for (r = 0; r < GS_NRES; r++)
+		out[r] = 0;
+	for (t = 0; t < c->nteams; t++)
+	{
+		const GsQuota *q = &c->quotas[t * c->npools + pool];
+
+		if (t == except_tix || !q->has)
+			continue;
+		for (r = 0; r < GS_NRES; r++)
+			if (q->nominal[r] >= 0 && q->lend[r] >= 0)
+				out[r] += Max(0, (q->nominal[r] - q->lend[r]) - q->used[r]);
+	}
+}
+
+uint64_t
+gs_borrow_pools(const GsCluster *c, const GsJob *j, char **why)
+{
+	uint64_t	elig = gs_eligible_pools(c, j);
+	uint64_t	m = 0;
+	double		d[GS_NRES];
+	int			i,
+				r;
+	StringInfoData s;
+	const char *team = (j->tix >= 0) ? c->teams[j->tix].name : "?";
+
+	*why = NULL;
+	if (j->tix < 0 || elig == 0)
+		return 0;
+	demand_of(j, d);
+	if (!j->preemptible)
+	{
+		initStringInfo(&s);
+		for (i = 0; i < c->npools && i < 64; i++)
+		{
+			const GsQuota *q = &c->quotas[j->tix * c->npools + i];
+
+			if (!(elig & (UINT64_C(1) << i)))
+				continue;
+			if (!q->has)
+				appendStringInfo(&s, "team %s has no quota in pool %s and non-preemptible work runs only within nominal quota",
+								 team, c->pools[i].name);
+			else
+				appendStringInfo(&s, "team %s uses %g of its %g GPUs in pool %s; the job needs %g more and, not being preemptible, may not borrow",
+								 team, q->used[GS_GPU], q->nominal[GS_GPU], c->pools[i].name, d[GS_GPU]);
+			break;
+		}
+		*why = s.data;
+		return 0;
+	}
+	for (i = 0; i < c->npools && i < 64; i++)
+	{
+		const GsQuota *q = &c->quotas[j->tix * c->npools + i];
+		const GsPool *pl = &c->pools[i];
+		double		prot[GS_NRES];
+		bool		ok = true;
+
+		if (!(elig & (UINT64_C(1) << i)))
+			continue;
+		for (r = 0; r < GS_NRES && ok; r++)
+		{
+			if (q->has && q->nominal[r] >= 0 && q->borrow[r] >= 0 &&
+				q->used[r] + d[r] > q->nominal[r] + q->borrow[r] + EPS)
+			{
+				ok = false;
+				if (*why == NULL)
+				{
+					initStringInfo(&s);
+					appendStringInfo(&s, "team %s uses %g of its %g %s in pool %s and may not borrow %g more: borrowing limit %g",
+									 team, q->used[r], q->nominal[r], res_name[r], pl->name, d[r], q->borrow[r]);
+					*why = s.data;
+				}
+			}
+		}
+		if (!ok)
+			continue;
+		protected_idle(c, i, j->tix, prot);
+		for (r = 0; r < GS_NRES && ok; r++)
+		{
+			double		left = pl->capacity[r] - pl->used[r] - d[r];
+
+			if (d[r] > 0 && prot[r] > EPS && left < prot[r] - EPS)
+			{
+				ok = false;
+				if (*why == NULL)
+				{
+					initStringInfo(&s);
+					appendStringInfo(&s, "borrowing %g %s in pool %s would use idle quota that other teams do not lend (%g held back, %g free)",
+									 d[r], res_name[r], pl->name, prot[r], Max(0, pl->capacity[r] - pl->used[r]));
+					*why = s.data;
+				}
+			}
+		}
+		if (ok)
+			m |= UINT64_C(1) << i;
+	}
+	if (m != 0)
+		*why = NULL;
+	return m;
+}
+
+double
+gs_dominant_share(const GsCluster *c, int tix)
+{
+	double		ds = 0;
+	int			r;
+
+	if (tix < 0)
+		return 0;
+	for (r = 0; r < GS_NRES; r++)
+		if (c->capacity[r] > 0)
+			ds = Max(ds, c->teams[tix].used[r] / c->capacity[r]);
+	return ds / c->teams[tix].weight;
+}
+
+void
+gs_account(GsCluster *c, const GsJob *j, int pool)
+{
+	double		d[GS_NRES];
+	int			r;
+
+	demand_of(j, d);
+	for (r = 0; r < GS_NRES; r++)
+	{
+		c->pools[pool].used[r] += d[r];
+		if (j->tix >= 0)
+		{
+			c->teams[j->tix].used[r] += d[r];
+			c->quotas[j->tix * c->npools + pool].used[r] += d[r];
+		}
+	}
+}

@@ -1,0 +1,33 @@
+/*
+ * fair.h — quotas and dominant resource fairness, as plain arithmetic over
+ * the model: which pools a job may use as guaranteed or borrowed work, a
+ * team's weighted dominant share, and the accounting when a gang is placed.
+ */
+#ifndef GANGSCHED_FAIR_H
+#define GANGSCHED_FAIR_H
+
+#include "model.h"
+
+/* Pools the job may use at all (its pool argument and the pool kinds). */
+extern uint64_t gs_eligible_pools(const GsCluster *c, const GsJob *j);
+
+/* Pools where the whole gang stays within its team's nominal quota. */
+extern uint64_t gs_guaranteed_pools(const GsCluster *c, const GsJob *j);
+
+/*
+ * Pools where the gang may run as borrowed work: preemptible, within the
+ * team's borrowing limit, leaving other teams' non-lendable idle quota
+ * alone. When none, *why says what stops it (palloc'd).
+ */
+extern uint64_t gs_borrow_pools(const GsCluster *c, const GsJob *j, char **why);
+
+/* max over resources of used / capacity, divided by the team's weight. */
+extern double gs_dominant_share(const GsCluster *c, int tix);
+
+/* Would the gang in pool `pool` take its team beyond nominal quota? */
+extern bool gs_beyond_nominal(const GsCluster *c, const GsJob *j, int pool);
+
+/* Count a placed gang in its team's and pool's use. */
+extern void gs_account(GsCluster *c, const GsJob *j, int pool);
+
+#endif							/* GANGSCHED_FAIR_H */
