@@ -159,8 +159,8 @@ gs_borrow_pools(const GsCluster *c, const GsJob *j, char **why)
 				if (*why == NULL)
 				{
 					initStringInfo(&s);
-					appendStringInfo(&s, "team %s uses %g of its %g %s in pool %s and may not borrow %g more: borrowing limit %g",
-									 team, q->used[r], q->nominal[r], res_name[r], pl->name, d[r], q->borrow[r]);
+					appendStringInfo(&s, "team %s holds %g %s in pool %s and may not borrow %g more: nominal quota %g, borrowing limit %g",
+									 team, q->used[r], res_name[r], pl->name, d[r], q->nominal[r], q->borrow[r]);
 					*why = s.data;
 				}
 			}
