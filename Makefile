@@ -34,6 +34,10 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 ISOLATION_TESTDB = $(CONTRIB_TESTDB)
 
+# Every object depends on every header (PGXS tracks none): struct layouts
+# must never differ between objects.
+$(OBJS): $(wildcard src/*.h)
+
 $(INSTALL_SQL): $(sort $(wildcard sql/src/*.sql))
 	cat $^ > $@
 

@@ -30,6 +30,7 @@ int			gs_node_timeout_s = 60;
 int			gs_round_interval_ms = 1000;
 bool		gs_enabled = true;
 int			gs_queue_order = 0;
+bool		gs_preemption = true;
 
 static const struct config_enum_entry queue_order_options[] = {
 	{"fair", 0, false},
@@ -163,6 +164,11 @@ gs_guc_init(void)
 							 "then submit order. priority: priority, then submit order, across teams. Quota rules "
 							 "apply under both.",
 							 &gs_queue_order, 0, queue_order_options, PGC_USERSET, 0, NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("gangsched.preemption",
+							 "Lets rounds preempt running gangs (reclaim, fair share, priority).",
+							 "Off: a job that does not fit waits; nothing is preempted.",
+							 &gs_preemption, true, PGC_USERSET, 0, NULL, NULL, NULL);
 
 	DefineCustomBoolVariable("gangsched.enabled",
 							 "Lets the background worker run scheduling rounds.",

@@ -15,6 +15,7 @@
 #include "portability/instr_time.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 
@@ -559,4 +560,121 @@ gs_load_state(void)
 		}
 	}
 	return st;
+}
+
+/*
+ * Jobs that hold capacity now (placed or running) with their allocations:
+ * the candidates for preemption. Two set-based queries, run only in a round
+ * where some job could not be placed.
+ */
+void
+gs_load_running(GsState *st)
+{
+	GsCluster  *c = st->cluster;
+	int			i,
+				k,
+				max_id = 0,
+				max_team = 0;
+	int		   *node_by_id;
+	int		   *team_by_id;
+	HTAB	   *byjob;
+	HASHCTL		ctl;
+
+	if (st->running_loaded)
+		return;
+	st->running_loaded = true;
+	for (i = 0; i < c->nnodes; i++)
+		max_id = Max(max_id, c->nodes[i].id);
+	node_by_id = palloc(sizeof(int) * (max_id + 1));
+	for (i = 0; i <= max_id; i++)
+		node_by_id[i] = -1;
+	for (i = 0; i < c->nnodes; i++)
+		node_by_id[c->nodes[i].id] = i;
+	for (i = 0; i < c->nteams; i++)
+		max_team = Max(max_team, c->teams[i].id);
+	team_by_id = palloc(sizeof(int) * (max_team + 1));
+	for (i = 0; i <= max_team; i++)
+		team_by_id[i] = -1;
+	for (i = 0; i < c->nteams; i++)
+		team_by_id[c->teams[i].id] = i;
+
+	run("SELECT g.id, g.team_id, g.priority, g.preemptible, g.borrowed,"
+		"       COALESCE(g.started_at, g.placed_at), COALESCE(g.last_checkpoint_at, g.started_at, g.placed_at),"
+		"       g.f_gpus * g.workers, COALESCE(extract(epoch FROM g.grace)::float8, -1),"
+		"       g.f_gpus * g.workers, g.f_cpus * g.workers, g.f_mem_gb * g.workers, g.f_net_gbps * g.workers,"
+		"       g.workers"
+		"  FROM gangsched.gangs g WHERE g.state IN ('placed', 'running')", SPI_OK_SELECT);
+	st->nrunning = (int) SPI_processed;
+	st->running = palloc0(sizeof(GsRunning) * Max(st->nrunning, 1));
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(int64);
+	ctl.entrysize = sizeof(int64) + sizeof(void *);
+	ctl.hcxt = CurrentMemoryContext;
+	byjob = hash_create("gangsched running jobs", Max(st->nrunning, 16), &ctl,
+						HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	for (i = 0; i < st->nrunning; i++)
+	{
+		GsRunning  *r = &st->running[i];
+		int			tid = col_int(i, 2, 0);
+		bool		found;
+		GsRunning **slot;
+		bool		isnull;
+
+		r->id = DatumGetInt64(col(i, 1, &isnull));
+		r->tix = (tid >= 0 && tid <= max_team) ? team_by_id[tid] : -1;
+		r->priority = col_int(i, 3, 0);
+		r->preemptible = col_bool(i, 4);
+		r->borrowed = col_bool(i, 5);
+		r->since = DatumGetTimestampTz(col(i, 6, &isnull));
+		r->checkpoint = DatumGetTimestampTz(col(i, 7, &isnull));
+		r->gpus_total = col_float(i, 8, 0);
+		r->grace_s = col_float(i, 9, -1);
+		for (k = 0; k < GS_NRES; k++)
+			r->demand[k] = col_float(i, 10 + k, 0);
+		r->nalloc_cap = Max(col_int(i, 14, 1), 1);
+		r->allocs = palloc0(sizeof(GsAlloc) * r->nalloc_cap);
+		r->pool = -1;
+		slot = hash_search(byjob, &r->id, HASH_ENTER, &found);
+		*(GsRunning **) ((char *) slot + sizeof(int64)) = r;
+	}
+	run("SELECT a.job, a.node_id, a.devices, a.first_slice, a.slices,"
+		"       a.cpus::float8, a.mem_gb::float8, a.net_gbps::float8"
+		"  FROM gangsched.allocations a JOIN gangsched.gangs g ON g.id = a.job"
+		" WHERE upper_inf(a.during) AND g.state IN ('placed', 'running')", SPI_OK_SELECT);
+	for (i = 0; i < (int) SPI_processed; i++)
+	{
+		bool		isnull,
+					found;
+		int64		jid = DatumGetInt64(col(i, 1, &isnull));
+		int			nid = col_int(i, 2, 0);
+		void	   *e = hash_search(byjob, &jid, HASH_FIND, &found);
+		GsRunning  *r;
+		GsAlloc    *a;
+		ArrayType  *arr;
+		int32	   *devs;
+		int			nd,
+					d;
+
+		if (!found)
+			continue;
+		r = *(GsRunning **) ((char *) e + sizeof(int64));
+		if (r->nalloc >= r->nalloc_cap)
+			continue;			/* more allocations than workers: check_invariants reports it */
+		a = &r->allocs[r->nalloc++];
+		a->node = (nid >= 0 && nid <= max_id) ? node_by_id[nid] : -1;
+		if (a->node >= 0)
+			r->pool = c->nodes[a->node].pool;
+		arr = DatumGetArrayTypeP(col(i, 3, &isnull));
+		nd = ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
+		devs = (int32 *) ARR_DATA_PTR(arr);
+		a->devmask = 0;
+		for (d = 0; d < nd; d++)
+			if (devs[d] >= 0 && devs[d] < GS_MAX_GPUS)
+				a->devmask |= UINT64_C(1) << devs[d];
+		a->first_slice = (int16_t) col_int(i, 4, 0);
+		a->nslices = (int16_t) col_int(i, 5, 0);
+		a->cpus = col_float(i, 6, 0);
+		a->mem = col_float(i, 7, 0);
+		a->net = col_float(i, 8, 0);
+	}
 }

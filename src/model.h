@@ -131,6 +131,39 @@ typedef struct GsAssign
 	int16_t		nslices;
 } GsAssign;
 
+/* One worker's current allocation, for preemption. */
+typedef struct GsAlloc
+{
+	int32_t		node;			/* index into GsCluster.nodes */
+	uint64_t	devmask;
+	int16_t		first_slice;
+	int16_t		nslices;
+	double		cpus,
+				mem,
+				net;
+} GsAlloc;
+
+/* A job holding capacity now (placed or running): a possible victim. */
+typedef struct GsRunning
+{
+	int64_t		id;
+	int32_t		tix;			/* team index */
+	int32_t		priority;
+	bool		preemptible;
+	bool		borrowed;
+	int32_t		pool;			/* pool index of its nodes */
+	int64_t		since;			/* started_at, else placed_at (TimestampTz) */
+	int64_t		checkpoint;		/* last checkpoint, else since */
+	double		gpus_total;		/* gpus × workers */
+	double		grace_s;		/* its own grace, < 0 default */
+	double		demand[GS_NRES];
+	int			nalloc;
+	int			nalloc_cap;
+	GsAlloc    *allocs;
+	bool		taken;			/* chosen as a victim this round */
+	bool		released;		/* virtually released (during a search) */
+} GsRunning;
+
 typedef struct GsJob
 {
 	int64_t		id;
@@ -166,6 +199,11 @@ typedef struct GsJob
 	/* decision */
 	bool		placed;
 	bool		borrowed;
+	bool		nominated;		/* victims chosen; capacity held for it */
+	int			nvictims;
+	GsRunning **victims;
+	double		victim_cost;	/* lost GPU-seconds of the plan */
+	const char *trigger;		/* reclaim | fair share | priority */
 	bool		reserved;		/* the starvation guard's reservation */
 	GsAssign   *assign;			/* [workers] when placed */
 	int16_t		dom_depth;		/* the domain the gang went to */

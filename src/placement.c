@@ -120,6 +120,7 @@ struct GsPlacer
 	bool		pool_ok_any;
 	bool		only_cached;	/* locality filter in force */
 	CountMode	mode;
+	bool		ignore_memo;	/* capacity may grow (victim search) */
 	int			next_rank;
 	bool		commit;			/* assign: take capacity (FREE) or reserve (EMPTY) */
 };
@@ -892,8 +893,8 @@ place_internal(GsPlacer *p, GsJob *j, GsWhy *why, bool commit)
 
 	memset(why, 0, sizeof(*why));
 	shape_key(j, &key);
-	m = hash_search(p->memo, &key, HASH_FIND, &found);
-	if (found && j->workers >= m->min_failing_workers)
+	m = p->ignore_memo ? NULL : hash_search(p->memo, &key, HASH_FIND, &found);
+	if (m != NULL && found && j->workers >= m->min_failing_workers)
 	{
 		*why = m->why;
 		return false;
@@ -1034,4 +1035,49 @@ gs_why_text(GsCluster *c, const GsJob *j, const GsWhy *w, bool with_numbers)
 			break;
 	}
 	return s.data;
+}
+
+/*
+ * Virtually give back (or take again) a running job's capacity in the
+ * model, for victim searches. Changed nodes go to the dirty log so cached
+ * counts stay right.
+ */
+void
+gs_model_release(GsPlacer *p, GsRunning *r, bool release)
+{
+	int			k;
+
+	for (k = 0; k < r->nalloc; k++)
+	{
+		GsAlloc    *a = &r->allocs[k];
+		GsNode	   *n;
+		int			dv;
+		double		sign = release ? 1.0 : -1.0;
+
+		if (a->node < 0)
+			continue;
+		n = &p->c->nodes[a->node];
+		for (dv = 0; dv < n->ngpus; dv++)
+			if (a->devmask & (UINT64_C(1) << dv))
+			{
+				uint8_t		bits = (uint8_t) (((1 << a->nslices) - 1) << a->first_slice);
+
+				if (release)
+					n->used[dv] &= (uint8_t) ~bits;
+				else
+					n->used[dv] |= bits;
+			}
+		n->free_cpus += sign * a->cpus;
+		n->free_mem += sign * a->mem;
+		n->free_net += sign * a->net;
+		gs_node_recount(n);
+		mark_dirty(p, a->node);
+	}
+	r->released = release;
+}
+
+void
+gs_placer_ignore_memo(GsPlacer *p, bool on)
+{
+	p->ignore_memo = on;
 }

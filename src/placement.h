@@ -50,6 +50,12 @@ extern bool gs_probe(GsPlacer *p, GsJob *job, GsWhy *why);
  */
 extern bool gs_reserve(GsPlacer *p, GsJob *job);
 
+/* While capacity may grow (victim searches), do not trust earlier failures. */
+extern void gs_placer_ignore_memo(GsPlacer *p, bool on);
+
+/* Victim searches: give a running job's capacity back in the model, or take it again. */
+extern void gs_model_release(GsPlacer *p, GsRunning *r, bool release);
+
 /* Readable text for a GsWhy. */
 extern char *gs_why_text(GsCluster *c, const GsJob *job, const GsWhy *why, bool with_numbers);
 

@@ -175,6 +175,18 @@ requeue_unstarted(TimestampTz now)
 	return isnull ? 0 : DatumGetInt32(d);
 }
 
+/* Victims past their grace deadline are killed; ready preemptors placed. */
+static int
+kill_overdue(void)
+{
+	bool		isnull;
+	Datum		d;
+
+	exec_args("SELECT gangsched._kill_overdue()", 0, NULL, NULL, SPI_OK_SELECT);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	return isnull ? 0 : DatumGetInt32(d);
+}
+
 /* ---- writing decisions ------------------------------------------------ */
 
 /* hashtext() of a C string, to compare with the stored reason's hash. */
@@ -201,6 +213,125 @@ devices_text(const GsAssign *a)
 		}
 	appendStringInfoChar(&s, '}');
 	return s.data;
+}
+
+/*
+ * Nominations: the preemptor's planned placement goes to gangsched.holds and
+ * it becomes 'nominated'; its victims become 'preempting' with their grace
+ * deadline, and their nodes' agents are told.
+ */
+static void
+write_nominations(GsState *st, GsDecision *dec, TimestampTz now)
+{
+	GsCluster  *c = st->cluster;
+	Cols		h = {0};
+	int			cap = Max(dec->nominated, 1),
+				vcap = Max(dec->preempted, 1);
+	int64	   *n_job = palloc(sizeof(int64) * cap);
+	bool	   *n_borrowed = palloc(sizeof(bool) * cap);
+	char	  **n_reason = palloc(sizeof(char *) * cap);
+	char	  **n_detail = palloc(sizeof(char *) * cap);
+	int64	   *v_job = palloc(sizeof(int64) * vcap);
+	int64	   *v_for = palloc(sizeof(int64) * vcap);
+	char	  **v_trigger = palloc(sizeof(char *) * vcap);
+	int			nn = 0,
+				nv = 0,
+				i,
+				w,
+				k;
+
+	for (i = 0; i < st->njobs; i++)
+	{
+		GsJob	   *j = &st->jobs[i];
+		StringInfoData det;
+
+		if (!j->nominated)
+			continue;
+		for (w = 0; w < j->workers; w++)
+		{
+			GsAssign   *a = &j->assign[w];
+
+			cols_add(&h, j->id, w, c->nodes[a->node].id, devices_text(a), a->first_slice, a->nslices);
+		}
+		initStringInfo(&det);
+		appendStringInfo(&det, "{\"trigger\":\"%s\",\"lost_gpu_seconds\":%.1f,\"victims\":[",
+						 j->trigger, j->victim_cost);
+		for (k = 0; k < j->nvictims && nv < vcap; k++)
+		{
+			appendStringInfo(&det, "%s" INT64_FORMAT, k ? "," : "", j->victims[k]->id);
+			v_job[nv] = j->victims[k]->id;
+			v_for[nv] = j->id;
+			v_trigger[nv++] = (char *) j->trigger;
+		}
+		appendStringInfoString(&det, "]}");
+		n_job[nn] = j->id;
+		n_borrowed[nn] = j->borrowed;
+		n_reason[nn] = (char *) j->reason;
+		n_detail[nn++] = det.data;
+	}
+	{
+		Oid			types[7] = {INT8ARRAYOID, INT4ARRAYOID, INT4ARRAYOID, TEXTARRAYOID,
+		INT4ARRAYOID, INT4ARRAYOID};
+		Datum		values[6];
+
+		values[0] = int8_array(h.job, h.n);
+		values[1] = int4_array(h.worker, h.n);
+		values[2] = int4_array(h.node, h.n);
+		values[3] = text_array(h.devices, h.n);
+		values[4] = int4_array(h.first_slice, h.n);
+		values[5] = int4_array(h.slices, h.n);
+		exec_args("INSERT INTO gangsched.holds (job, worker, node_id, devices, first_slice, slices, cpus, mem_gb, net_gbps)"
+				  "SELECT u.job, u.worker, u.node, u.devices::int[], u.first_slice, u.slices, g.cpus, g.mem_gb, g.net_gbps"
+				  "  FROM unnest($1, $2, $3, $4, $5, $6) AS u(job, worker, node, devices, first_slice, slices)"
+				  "  JOIN gangsched.gangs g ON g.id = u.job",
+				  6, types, values, SPI_OK_INSERT);
+	}
+	{
+		Oid			types[5] = {INT8ARRAYOID, BOOLARRAYOID, TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID};
+		Datum		values[5];
+
+		values[0] = int8_array(n_job, nn);
+		values[1] = bool_array(n_borrowed, nn);
+		values[2] = text_array(n_reason, nn);
+		values[3] = text_array(n_detail, nn);
+		values[4] = TimestampTzGetDatum(now);
+		exec_args("WITH n AS ("
+				  "  UPDATE gangsched.gangs g SET state = 'nominated', borrowed = u.borrowed, reason = u.reason"
+				  "    FROM unnest($1, $2, $3, $4) AS u(job, borrowed, reason, detail)"
+				  "   WHERE g.id = u.job AND g.state = 'pending'"
+				  "  RETURNING g.id, g.team_id, u.reason, u.detail)"
+				  "INSERT INTO gangsched.events (at, kind, job, team_id, reason, detail)"
+				  "SELECT $5, 'nominated', n.id, n.team_id, n.reason, n.detail::jsonb FROM n",
+				  5, types, values, SPI_OK_INSERT);
+	}
+	{
+		Oid			types[6] = {INT8ARRAYOID, INT8ARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID, INT4OID, INT4OID};
+		Datum		values[6];
+
+		values[0] = int8_array(v_job, nv);
+		values[1] = int8_array(v_for, nv);
+		values[2] = text_array(v_trigger, nv);
+		values[3] = TimestampTzGetDatum(now);
+		values[4] = Int32GetDatum(gs_default_grace_s);
+		values[5] = Int32GetDatum(gs_max_grace_s);
+		exec_args("WITH v AS ("
+				  "  UPDATE gangsched.gangs g"
+				  "     SET state = 'preempting', preempted_for = u.pfor,"
+				  "         preempt_deadline = $4 + make_interval(secs => LEAST(COALESCE(extract(epoch FROM g.grace), $5), $6)),"
+				  "         reason = format('preempted for job %s (%s)', u.pfor, u.trig)"
+				  "    FROM unnest($1, $2, $3) AS u(job, pfor, trig)"
+				  "   WHERE g.id = u.job AND g.state IN ('placed', 'running')"
+				  "  RETURNING g.id, g.team_id, g.preempt_deadline, g.reason, u.pfor),"
+				  " ev AS ("
+				  "  INSERT INTO gangsched.events (at, kind, job, team_id, reason, detail)"
+				  "  SELECT $4, 'preempting', v.id, v.team_id, v.reason,"
+				  "         jsonb_build_object('for', v.pfor, 'deadline', v.preempt_deadline) FROM v RETURNING 1)"
+				  "SELECT count(pg_notify('gangsched_node_' || a.node_id,"
+				  "             json_build_object('event', 'preempt', 'job', v.id, 'deadline', v.preempt_deadline)::text))"
+				  "  FROM v JOIN (SELECT DISTINCT x.job, x.node_id FROM gangsched.allocations x"
+				  "               WHERE upper_inf(x.during) AND x.job = ANY ($1)) a ON a.job = v.id",
+				  6, types, values, SPI_OK_SELECT);
+	}
 }
 
 static void
@@ -405,6 +536,8 @@ write_decisions(GsState *st, GsDecision *dec, TimestampTz now)
 				  "SELECT $3, 'expired', e.id, e.team_id, e.reason FROM e",
 				  4, types, values, SPI_OK_INSERT);
 	}
+	if (dec->nominated > 0)
+		write_nominations(st, dec, now);
 	if (dec->reserved != NULL)
 	{
 		Oid			types[4] = {INT8OID, INT4OID, TEXTOID, TIMESTAMPTZOID};
@@ -434,7 +567,8 @@ gs_run_round(PG_FUNCTION_ARGS)
 				oldcxt;
 	TimestampTz now = gs_now();
 	int			expired = 0,
-				requeued = 0;
+				requeued = 0,
+				killed = 0;
 	GsDecision	dec = {0};
 	char		note[256];
 	int			save_nestlevel;
@@ -472,8 +606,11 @@ gs_run_round(PG_FUNCTION_ARGS)
 
 		INSTR_TIME_SET_CURRENT(t0);
 		requeued = requeue_unstarted(now);
+		killed = kill_overdue();
 		INSTR_TIME_SET_CURRENT(t1);
 		st = gs_load_state();
+		st->now = now;
+		st->load_running = gs_load_running;
 		INSTR_TIME_SET_CURRENT(t2);
 		gs_mark_expiring(st, now, gs_default_queue_timeout_s);
 		gs_decide(st, &dec);
@@ -514,9 +651,9 @@ gs_run_round(PG_FUNCTION_ARGS)
 	values[1] = Int32GetDatum(dec.considered);
 	values[2] = Int32GetDatum(dec.placed);
 	values[3] = Int32GetDatum(dec.workers_placed);
-	values[4] = Int32GetDatum(0);
+	values[4] = Int32GetDatum(dec.preempted);
 	values[5] = Int32GetDatum(expired);
-	values[6] = Int32GetDatum(requeued);
+	values[6] = Int32GetDatum(requeued + killed);
 	values[7] = Float8GetDatum(INSTR_TIME_GET_MILLISEC(dur));
 	if (note[0])
 		values[8] = CStringGetTextDatum(note);
@@ -539,6 +676,8 @@ gs_why_pending(PG_FUNCTION_ARGS)
 				oldcxt;
 	char	   *state = NULL;
 	char	   *stored_reason = NULL;
+	char	   *nvictims = NULL;
+	char	   *deadline = NULL;
 	List	   *rows = NIL;
 	ListCell   *lc;
 
@@ -552,7 +691,11 @@ gs_why_pending(PG_FUNCTION_ARGS)
 		Oid			types[1] = {INT8OID};
 		Datum		vals[1] = {Int64GetDatum(job_id)};
 
-		exec_args("SELECT state, reason FROM gangsched.gangs WHERE id = $1", 1, types, vals, SPI_OK_SELECT);
+		exec_args("SELECT g.state, g.reason,"
+				  "       (SELECT count(*) FROM gangsched.gangs v WHERE v.preempted_for = g.id AND v.state = 'preempting'),"
+				  "       (SELECT max(v.preempt_deadline) FROM gangsched.gangs v"
+				  "         WHERE v.preempted_for = g.id AND v.state = 'preempting')"
+				  "  FROM gangsched.gangs g WHERE g.id = $1", 1, types, vals, SPI_OK_SELECT);
 		if (SPI_processed == 0)
 			ereport(ERROR, (errcode(ERRCODE_FOREIGN_KEY_VIOLATION),
 							errmsg("job " INT64_FORMAT " does not exist", job_id),
@@ -560,10 +703,24 @@ gs_why_pending(PG_FUNCTION_ARGS)
 		oldcxt = MemoryContextSwitchTo(per_query);
 		state = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 		stored_reason = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+		nvictims = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
+		deadline = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4);
 		MemoryContextSwitchTo(oldcxt);
 	}
 
-	if (strcmp(state, "pending") != 0)
+	if (strcmp(state, "nominated") == 0)
+	{
+		oldcxt = MemoryContextSwitchTo(per_query);
+		if (deadline != NULL)
+			rows = lappend(rows, list_make2(psprintf("waiting for victims"),
+											psprintf("waiting for %s job%s to release capacity; the last grace deadline is %s",
+													 nvictims, strcmp(nvictims, "1") == 0 ? "" : "s", deadline)));
+		else
+			rows = lappend(rows, list_make2(psprintf("waiting for victims"),
+											psprintf("its victims have let go; the next round or release places it on the capacity held for it")));
+		MemoryContextSwitchTo(oldcxt);
+	}
+	else if (strcmp(state, "pending") != 0)
 	{
 		oldcxt = MemoryContextSwitchTo(per_query);
 		rows = lappend(rows, list_make2(psprintf("not pending"),
@@ -578,6 +735,9 @@ gs_why_pending(PG_FUNCTION_ARGS)
 		GsJob	   *target = NULL;
 		int			i,
 					pos;
+
+		st->now = gs_now();
+		st->load_running = gs_load_running;
 
 		/* the next round, simulated: same order, same placements, no writes */
 		gs_mark_expiring(st, gs_now(), gs_default_queue_timeout_s);
@@ -680,6 +840,8 @@ gs_queue(PG_FUNCTION_ARGS)
 	tupdesc = rsinfo->setDesc;
 	SPI_connect();
 	st = gs_load_state();
+	st->now = gs_now();
+	st->load_running = gs_load_running;
 	gs_mark_expiring(st, gs_now(), gs_default_queue_timeout_s);
 	gs_decide(st, &dec);
 	n = gs_order_count(dec.order);

@@ -16,7 +16,11 @@
 #include "fair.h"
 #include "guc.h"
 #include "order.h"
+#include "preempt.h"
 #include "schedule.h"
+
+/* Victim searches a round makes at most (each is bounded too). */
+#define GS_MAX_PREEMPT_SEARCHES 256
 
 void
 gs_mark_expiring(GsState *st, int64_t now, int default_timeout_s)
@@ -39,6 +43,7 @@ gs_decide(GsState *st, GsDecision *out)
 	GsJob	   *j;
 	bool		guard_done = false;
 	int			i;
+	int			searches = 0;
 
 	memset(out, 0, sizeof(*out));
 	out->placer = gs_placer_create(c);
@@ -58,6 +63,26 @@ gs_decide(GsState *st, GsDecision *out)
 			continue;
 		}
 		j->reason = gs_why_text(c, j, why, false);
+		/* preemption: victims whose capacity makes a valid placement */
+		if (gs_preemption && searches < GS_MAX_PREEMPT_SEARCHES)
+		{
+			if (!st->running_loaded && st->load_running)
+				st->load_running(st);
+			searches++;
+			if (gs_preempt(out->placer, st, j, gs_restart_cost_s, gs_min_runtime_s))
+			{
+				StringInfoData s;
+
+				initStringInfo(&s);
+				appendStringInfo(&s, "waiting for %d job%s to release capacity (%s)",
+								 j->nvictims, j->nvictims == 1 ? "" : "s", j->trigger);
+				j->reason = s.data;
+				out->nominated++;
+				out->preempted += j->nvictims;
+				gs_order_placed(out->order, j);
+				continue;
+			}
+		}
 		/* the first that does not fit, if it would fit the cluster as it is when empty */
 		if (!guard_done && gs_reserve(out->placer, j))
 		{

@@ -15,6 +15,8 @@ typedef struct GsDecision
 	int			workers_placed;
 	int			expiring;		/* pending jobs whose queue timeout passed */
 	GsJob	   *reserved;		/* the starvation guard's job, or NULL */
+	int			nominated;		/* jobs waiting for victims chosen this round */
+	int			preempted;		/* victims chosen this round */
 	GsPlacer   *placer;
 	struct GsOrder *order;
 	GsWhy	   *why;			/* per job, parallel to GsState.jobs */

@@ -19,6 +19,7 @@ BEGIN
         UPDATE gangsched.gangs g
            SET state = 'pending', placed_at = NULL, started_at = NULL, started_nodes = '{}', borrowed = false,
                preempt_deadline = NULL, preempted_for = NULL, requeues = g.requeues + 1,
+               preemptions = g.preemptions + (g.state = 'preempting')::int,
                queued_at = gangsched.now(),
                lost_gpu_seconds = g.lost_gpu_seconds + gangsched._lost_gpu_seconds(g), reason = why
          WHERE g.id = ANY (jobs) AND g.state IN ('nominated', 'placed', 'running', 'preempting')

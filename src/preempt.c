@@ -1,0 +1,320 @@
+/*
+ * preempt.c — victim selection.
+ *
+ * Triggers, for a job J that did not fit:
+ *  - reclaim: J was tried within its team's nominal quota; victims are other
+ *    teams' borrowed gangs;
+ *  - fair share: J would borrow; victims are other teams' borrowed gangs
+ *    whose team would still hold a higher weighted dominant share than J's
+ *    team after the swap;
+ *  - priority: victims are gangs of J's own team with lower priority.
+ * Never a non-preemptible gang, never another team's guaranteed work, never
+ * a gang that started less than gangsched.min_runtime ago, never one outside
+ * the pools J may use.
+ *
+ * Victims are whole gangs. A plan is a set of victims such that their
+ * capacity plus what is free is a valid placement for J (checked by placing
+ * J on the model with the victims virtually released: shape, spans,
+ * locality, slices and host resources all count). Plans are built greedily
+ * in cost order (lowest priority, then least lost work — GPU-seconds since
+ * the last checkpoint plus the restart cost — then newest) over all
+ * candidates and over the candidates of each promising topology domain, and
+ * from single victims; each plan is then pruned of victims it does not need.
+ * The cheapest plan wins: lowest highest-priority, then least lost work,
+ * then fewest victims.
+ */
+#include "postgres.h"
+
+#include "fair.h"
+#include "preempt.h"
+
+#define MAX_DOMAINS_PER_DEPTH 4
+#define MAX_SINGLES 16
+#define MAX_CANDIDATES 4096
+
+typedef struct Cand
+{
+	GsRunning  *r;
+	double		lost;			/* GPU-seconds lost if preempted now */
+} Cand;
+
+typedef struct Plan
+{
+	int			n;
+	GsRunning **v;
+	int			max_prio;
+	double		lost;
+} Plan;
+
+static int
+cmp_cand(const void *a, const void *b)
+{
+	const Cand *x = a;
+	const Cand *y = b;
+
+	if (x->r->priority != y->r->priority)
+		return x->r->priority < y->r->priority ? -1 : 1;
+	if (x->lost != y->lost)
+		return x->lost < y->lost ? -1 : 1;
+	if (x->r->since != y->r->since)
+		return x->r->since > y->r->since ? -1 : 1;	/* newest first */
+	return x->r->id < y->r->id ? -1 : 1;
+}
+
+static int
+cmp_larger(const void *a, const void *b)
+{
+	const Cand *x = a;
+	const Cand *y = b;
+
+	if (x->r->gpus_total != y->r->gpus_total)
+		return x->r->gpus_total > y->r->gpus_total ? -1 : 1;
+	return cmp_cand(a, b);
+}
+
+static bool
+plan_better(const Plan *a, const Plan *b)
+{
+	if (b->n == 0)
+		return a->n > 0;
+	if (a->max_prio != b->max_prio)
+		return a->max_prio < b->max_prio;
+	if (a->lost != b->lost)
+		return a->lost < b->lost - 1e-6;
+	return a->n < b->n;
+}
+
+static bool
+fits(GsPlacer *p, GsJob *j)
+{
+	GsWhy		why;
+
+	return gs_probe(p, j, &why);
+}
+
+/* DS of team t with `delta` added to its use (resource-wise). */
+static double
+share_with(const GsCluster *c, int t, const double delta[GS_NRES], double sign)
+{
+	double		ds = 0;
+	int			r;
+
+	for (r = 0; r < GS_NRES; r++)
+		if (c->capacity[r] > 0)
+			ds = Max(ds, (c->teams[t].used[r] + sign * delta[r]) / c->capacity[r]);
+	return ds / c->teams[t].weight;
+}
+
+/*
+ * Greedy plan over cands[0..n) (already in cost order): release victims
+ * until J fits, then restore those it does not need. Leaves the model as it
+ * found it. Returns false if even all of them are not enough.
+ */
+static bool
+greedy_plan(GsPlacer *p, GsJob *j, Cand *cands, int n, Plan *out)
+{
+	int			k,
+				used = 0;
+	bool		ok = false;
+	GsRunning **chosen = palloc(sizeof(GsRunning *) * Max(n, 1));
+
+	for (k = 0; k < n; k++)
+	{
+		if (cands[k].r->taken || cands[k].r->released)
+			continue;
+		gs_model_release(p, cands[k].r, true);
+		chosen[used++] = cands[k].r;
+		if (fits(p, j))
+		{
+			ok = true;
+			break;
+		}
+	}
+	if (ok)
+	{
+		/* prune: most expensive first, keep out what is not needed */
+		for (k = used - 1; k >= 0; k--)
+		{
+			if (used == 1)
+				break;
+			gs_model_release(p, chosen[k], false);
+			if (fits(p, j))
+			{
+				chosen[k] = NULL;
+				continue;
+			}
+			gs_model_release(p, chosen[k], true);
+		}
+	}
+	out->n = 0;
+	out->max_prio = INT32_MIN;
+	out->lost = 0;
+	out->v = palloc(sizeof(GsRunning *) * Max(used, 1));
+	for (k = 0; k < used; k++)
+	{
+		if (chosen[k] == NULL)
+			continue;
+		if (ok)
+		{
+			int			c;
+
+			out->v[out->n++] = chosen[k];
+			out->max_prio = Max(out->max_prio, chosen[k]->priority);
+			for (c = 0; c < n; c++)
+				if (cands[c].r == chosen[k])
+					out->lost += cands[c].lost;
+		}
+		gs_model_release(p, chosen[k], false);
+	}
+	pfree(chosen);
+	return ok && out->n > 0;
+}
+
+bool
+gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runtime_s)
+{
+	GsCluster  *c = st->cluster;
+	Cand	   *cands;
+	int			nc = 0,
+				i,
+				d;
+	double		jd[GS_NRES] = {j->gpus * j->workers, j->cpus * j->workers, j->mem * j->workers, j->net * j->workers};
+	double		my_after;
+	Plan		best = {0},
+				plan;
+	GsWhy		why;
+
+	if (j->tix < 0)
+		return false;
+	if (!st->running_loaded)
+		return false;
+	my_after = share_with(c, j->tix, jd, 1.0);
+
+	cands = palloc(sizeof(Cand) * Max(st->nrunning, 1));
+	for (i = 0; i < st->nrunning && nc < MAX_CANDIDATES; i++)
+	{
+		GsRunning  *r = &st->running[i];
+		bool		ok = false;
+
+		if (r->taken || !r->preemptible || r->pool < 0 || r->nalloc == 0)
+			continue;
+		if (!(j->pool_mask & (UINT64_C(1) << r->pool)))
+			continue;
+		if (r->since + (int64_t) min_runtime_s * 1000000 > st->now)
+			continue;
+		if (r->tix == j->tix)
+			ok = (r->priority < j->priority);	/* priority */
+		else if (r->borrowed && r->tix >= 0)
+		{
+			if (!j->try_borrowing)
+				ok = true;		/* reclaim */
+			else
+				ok = (my_after < share_with(c, r->tix, r->demand, -1.0) - 1e-12);	/* fair share */
+		}
+		if (!ok)
+			continue;
+		cands[nc].r = r;
+		cands[nc].lost = r->gpus_total * ((double) Max(st->now - r->checkpoint, 0) / 1000000.0) +
+			(double) restart_cost_s * r->gpus_total;
+		nc++;
+	}
+	if (nc == 0)
+		return false;
+	qsort(cands, nc, sizeof(Cand), cmp_cand);
+
+	gs_placer_ignore_memo(p, true);
+	/* all candidates, in cost order */
+	if (!greedy_plan(p, j, cands, nc, &best))
+	{
+		gs_placer_ignore_memo(p, false);
+		return false;			/* even all of them would not make room */
+	}
+
+	/* single victims that make room alone (one large rather than many small) */
+	{
+		Cand	   *big = palloc(sizeof(Cand) * nc);
+
+		memcpy(big, cands, sizeof(Cand) * nc);
+		qsort(big, nc, sizeof(Cand), cmp_larger);
+		for (i = 0; i < nc && i < MAX_SINGLES; i++)
+			if (greedy_plan(p, j, &big[i], 1, &plan) && plan_better(&plan, &best))
+				best = plan;
+		pfree(big);
+	}
+
+	/* the candidates of one topology domain at a time, most promising first */
+	for (d = c->nlevels; d >= 1; d--)
+	{
+		int			ndom = c->ndom[d];
+		double	   *gain = palloc0(sizeof(double) * Max(ndom, 1));
+		int			pick;
+
+		for (i = 0; i < nc; i++)
+		{
+			GsRunning  *r = cands[i].r;
+			int			dom = c->nodes[r->allocs[0].node].dom[d];
+			int			k;
+			bool		one = true;
+
+			for (k = 1; k < r->nalloc; k++)
+				if (c->nodes[r->allocs[k].node].dom[d] != dom)
+					one = false;
+			if (one)
+				gain[dom] += r->gpus_total + 1.0;
+		}
+		for (pick = 0; pick < MAX_DOMAINS_PER_DEPTH; pick++)
+		{
+			int			bi = -1,
+						k,
+						m = 0;
+			Cand	   *sub;
+
+			for (k = 0; k < ndom; k++)
+				if (gain[k] > 0 && (bi < 0 || gain[k] > gain[bi]))
+					bi = k;
+			if (bi < 0)
+				break;
+			gain[bi] = 0;
+			sub = palloc(sizeof(Cand) * nc);
+			for (i = 0; i < nc; i++)
+			{
+				GsRunning  *r = cands[i].r;
+				bool		inside = true;
+
+				for (k = 0; k < r->nalloc; k++)
+					if (c->nodes[r->allocs[k].node].dom[d] != bi)
+						inside = false;
+				if (inside)
+					sub[m++] = cands[i];
+			}
+			if (m > 0 && greedy_plan(p, j, sub, m, &plan) && plan_better(&plan, &best))
+				best = plan;
+			pfree(sub);
+		}
+		pfree(gain);
+	}
+
+	/* carry out the best plan in the model: release, place, take back */
+	for (i = 0; i < best.n; i++)
+		gs_model_release(p, best.v[i], true);
+	if (!gs_place(p, j, &why))
+	{
+		for (i = 0; i < best.n; i++)
+			gs_model_release(p, best.v[i], false);
+		gs_placer_ignore_memo(p, false);
+		return false;
+	}
+	gs_placer_ignore_memo(p, false);
+	j->placed = false;			/* it is nominated, not placed */
+	for (i = 0; i < best.n; i++)
+	{
+		gs_model_release(p, best.v[i], false);
+		best.v[i]->taken = true;
+	}
+	j->nominated = true;
+	j->nvictims = best.n;
+	j->victims = best.v;
+	j->victim_cost = best.lost;
+	j->trigger = (best.v[0]->tix == j->tix) ? "priority" : (j->try_borrowing ? "fair share" : "reclaim");
+	return true;
+}
