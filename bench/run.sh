@@ -113,10 +113,31 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# Run a psql script file against a database; its stdout goes to $2.out.
+# Run a psql script file against a database; its stdout goes to $2.out,
+# its stderr to $2.err (DEBUG lines stay there, the rest is shown).
 # Lines "Time: X ms" come from \timing, lines "KV key value" from \echo.
 run_script() {  # db script
-  psql_ -At -d "$1" -f "$2" > "$2.out"
+  if ! psql_ -At -d "$1" -f "$2" > "$2.out" 2> "$2.err"; then
+    cat "$2.err" >&2; return 1
+  fi
+  grep -v 'DEBUG: ' "$2.err" >&2 || true
+}
+# The round's own phase timings, when it reports them at DEBUG2 (src/round.c):
+# one line "time_rules load decide write" (ms) per round, in order.
+phases() {
+  grep -o 'time rules [0-9.]* ms, load [0-9.]* ms, decide [0-9.]* ms, write [0-9.]* ms' "$1.err" |
+    awk '{ print $3, $6, $9, $12 }' || true
+}
+# phase_json "tr load decide write" lines… → ,"phase_ms":{…} of the medians, or nothing
+phase_json() {
+  [ $# -gt 0 ] || return 0
+  local k i out="" v
+  for i in 1 2 3 4; do
+    k=$(echo "time_rules load decide write" | cut -d' ' -f$i)
+    v=$(stats $(printf '%s\n' "$@" | awk -v i=$i '{ print $i }') | cut -d' ' -f1)
+    out="$out${out:+,}\"$k\":$v"
+  done
+  printf ',"phase_ms":{%s}' "$out"
 }
 times_of() { awk '/^Time: /{ print $2 }' "$1.out"; }
 kv() { awk -v k="$2" '$1 == "KV" && $2 == k { $1 = ""; $2 = ""; sub(/^  /, ""); print; exit }' "$1.out"; }
@@ -228,9 +249,11 @@ SELECT count(*) FROM gangsched.allocations, gangsched.held_slots, gangsched.hold
 SELECT COALESCE(max(id), 0) AS ev0, (SELECT COALESCE(max(id), 0) FROM gangsched.allocations) AS al0,
        (SELECT count(*) FROM gangsched.gangs WHERE state = 'pending') AS pend0
   FROM gangsched.events \gset
+SET client_min_messages = debug2;
 \timing on
 SELECT * FROM gangsched.run_round() \gset r_
 \timing off
+RESET client_min_messages;
 \echo KV ran :r_ran
 \echo KV considered :r_considered
 \echo KV placed :r_placed
@@ -251,9 +274,9 @@ SQL
   R_FN=$(kv "$s" fn_ms) R_RAN=$(kv "$s" ran) R_CONS=$(kv "$s" considered)
   R_PLACED=$(kv "$s" placed) R_WORKERS=$(kv "$s" workers) R_NOTE=$(kv "$s" note)
   R_PEND=$(kv "$s" pend0) R_ALLOCS=$(kv "$s" allocs) R_AJOBS=$(kv "$s" alloc_jobs)
-  R_GPUS=$(kv "$s" gpus_used)
+  R_GPUS=$(kv "$s" gpus_used) R_PHASES=$(phases "$s")
   local ev0 al0; ev0=$(kv "$s" ev0) al0=$(kv "$s" al0)
-  log "  round: ${R_MS} ms from the client, ${R_FN} ms inside; ran=$R_RAN considered=$R_CONS placed=$R_PLACED workers=$R_WORKERS note=$R_NOTE"
+  log "  round: ${R_MS} ms from the client, ${R_FN} ms inside${R_PHASES:+ (time rules, load, decide, write: $R_PHASES ms)}; ran=$R_RAN considered=$R_CONS placed=$R_PLACED workers=$R_WORKERS note=$R_NOTE"
   if [ "$R_RAN" != t ]; then
     echo "bench/run.sh: run_round() did not run (ran=$R_RAN, note=$R_NOTE)" >&2
     exit 1
@@ -319,21 +342,25 @@ SQL
   C_GANGS_MS=$(echo "$tl" | tail -3 | awk '{ s += $1 } END { printf "%.3f\n", s }')
   C_ALLOC=$(wc -l < "$TMP/allocations.copy") C_SLOTS=$(wc -l < "$TMP/held_slots.copy")
   C_EVENTS=$(wc -l < "$TMP/events.copy") C_GANGS=$(wc -l < "$TMP/gangs.copy")
-  log "  COPY floor: $C_MS ms for $C_ALLOC allocations + $C_SLOTS held slots + $C_EVENTS events; gangs rows ($C_GANGS): $C_GANGS_MS ms"
+  log "  COPY floor: $C_MS ms for $C_ALLOC allocations + $C_SLOTS held slots + $C_EVENTS events ($(echo $tl | awk '{ printf "BEGIN %s, %s + %s + %s ms, COMMIT %s", $1, $2, $3, $4, $5 }')); gangs rows ($C_GANGS): $C_GANGS_MS ms"
   psql_ -d "$db" -c "DROP TABLE public.bench_allocations, public.bench_held_slots, public.bench_events, public.bench_gangs"
 }
 
 # measure_cold NODES PENDING REPS [copy] → sets M_* (medians and spreads)
 measure_cold() {
   local n=$1 p=$2 reps=$3 do_copy=${4:-} i
-  local ms=() fn=() cms=() cgms=()
+  local ms=() fn=() cms=() cgms=() rat=() wrat=() ph=()
   template "$n" "$p"
   local tpl=$TEMPLATE
   for ((i = 1; i <= reps; i++)); do
     log "cold round $i/$reps: $n nodes, $p pending"
     cold_round "$tpl" "${PFX}_run" "$do_copy" "$([ "$i" -eq 1 ] && [ "$do_copy" = copy ] && echo check)"
     ms+=("$R_MS") fn+=("$R_FN")
-    if [ "$do_copy" = copy ]; then cms+=("$C_MS") cgms+=("$C_GANGS_MS"); fi
+    if [ -n "$R_PHASES" ]; then ph+=("$R_PHASES"); fi
+    if [ "$do_copy" = copy ]; then
+      cms+=("$C_MS") cgms+=("$C_GANGS_MS") rat+=("$(ratio "$R_MS" "$C_MS")")
+      if [ -n "$R_PHASES" ]; then wrat+=("$(ratio "$(echo "$R_PHASES" | awk '{ print $4 }')" "$C_MS")"); fi
+    fi
     if [ "$i" -eq 1 ]; then M_VIOL=$R_VIOL; fi
   done
   read -r M_MS M_MS_MIN M_MS_MAX _ <<<"$(stats "${ms[@]}")"
@@ -341,14 +368,22 @@ measure_cold() {
   if [ "$do_copy" = copy ]; then
     read -r M_CMS M_CMS_MIN M_CMS_MAX _ <<<"$(stats "${cms[@]}")"
     read -r M_CGMS _ _ _ <<<"$(stats "${cgms[@]}")"
+    read -r M_RATIO M_RATIO_MIN M_RATIO_MAX _ <<<"$(stats "${rat[@]}")"
+    M_WRATIO=""
+    if [ ${#wrat[@]} -gt 0 ]; then
+      read -r M_WRATIO _ _ _ <<<"$(stats "${wrat[@]}")"
+      M_WRATIO=",\"write_phase_ratio\":$M_WRATIO"
+    fi
   fi
+  M_PHASES=$(phase_json "${ph[@]}")
   M_N=$n M_P=$p M_REPS=$reps
 }
 
 cold_json() {  # bench-name extra-json
-  printf '{"bench":"%s","nodes":%s,"gpus":%s,"pending":%s,"considered":%s,"placed_jobs":%s,"placed_workers":%s,"placed_gpus":%s,"gpu_util":%s,"round_ms":%s,"round_ms_min":%s,"round_ms_max":%s,"fn_ms":%s,"fn_ms_min":%s,"fn_ms_max":%s,"reps":%s%s}' \
+  printf '{"bench":"%s","nodes":%s,"gpus":%s,"pending":%s,"considered":%s,"placed_jobs":%s,"placed_workers":%s,"placed_gpus":%s,"gpu_util":%s,"round_ms":%s,"round_ms_min":%s,"round_ms_max":%s,"fn_ms":%s,"fn_ms_min":%s,"fn_ms_max":%s%s,"reps":%s%s}' \
     "$1" "$M_N" $((M_N * GPN)) "$R_PEND" "$R_CONS" "$R_PLACED" "$R_WORKERS" "$R_GPUS" \
-    "$(ratio "$R_GPUS" $((M_N * GPN)))" "$M_MS" "$M_MS_MIN" "$M_MS_MAX" "$M_FN" "$M_FN_MIN" "$M_FN_MAX" "$M_REPS" "${2:-}"
+    "$(ratio "$R_GPUS" $((M_N * GPN)))" "$M_MS" "$M_MS_MIN" "$M_MS_MAX" "$M_FN" "$M_FN_MIN" "$M_FN_MAX" \
+    "$M_PHASES" "$M_REPS" "${2:-}"
 }
 
 skip_json() { emit "{\"bench\":\"$1\",\"nodes\":$2,\"gpus\":$(($2 * GPN)),\"pending\":$3,\"skipped\":\"run_round missing\"}"; }
@@ -379,9 +414,11 @@ SQL
 SELECT count(gangsched.job_finished(id, true)) AS finished
   FROM (SELECT id FROM gangsched.gangs WHERE state = 'running' ORDER BY random()
          LIMIT greatest(1, round($CHURN * (SELECT count(*) FROM gangsched.gangs WHERE state = 'running')))) f \gset
+SET client_min_messages = debug2;
 \timing on
 SELECT * FROM gangsched.run_round() \gset r_
 \timing off
+RESET client_min_messages;
 SELECT count(gangsched.job_started(job, node)) AS started FROM bench_to_start \gset
 \echo KV round$i :finished :r_placed :r_workers_placed :r_ms :r_ran :r_considered
 SQL
@@ -389,19 +426,20 @@ SQL
   } > "$s"
   log "steady state: $ROUNDS rounds, ${CHURN} of running jobs finishing between rounds"
   run_script "$db" "$s"
-  local ms=() fn=() fin=0 pl=0 wk=0 line f p w m ran c
+  local ms=() fn=() ph=() fin=0 pl=0 wk=0 line f p w m ran c
   mapfile -t ms < <(times_of "$s")
+  mapfile -t ph < <(phases "$s")
   for ((i = 1; i <= ROUNDS; i++)); do
     line=$(kv "$s" "round$i"); read -r f p w m ran c <<<"$line"
     fn+=("$m"); fin=$((fin + f)) pl=$((pl + p)) wk=$((wk + w))
-    log "  round $i: ${ms[$((i - 1))]} ms (inside $m ms): $f finished, $p placed ($w workers), considered $c, ran=$ran"
+    log "  round $i: ${ms[$((i - 1))]} ms (inside $m ms${ph[$((i - 1))]:+; phases ${ph[$((i - 1))]}}): $f finished, $p placed ($w workers), considered $c, ran=$ran"
   done
   local med mn mx p90 fmed
   read -r med mn mx p90 <<<"$(stats "${ms[@]}")"
   read -r fmed _ _ _ <<<"$(stats "${fn[@]}")"
-  emit "$(printf '{"bench":"steady","nodes":%s,"gpus":%s,"pending":%s,"running":%s,"rounds":%s,"churn":%s,"finished_jobs":%s,"placed_jobs":%s,"placed_workers":%s,"round_ms":%s,"round_ms_p90":%s,"round_ms_min":%s,"round_ms_max":%s,"fn_ms":%s}' \
+  emit "$(printf '{"bench":"steady","nodes":%s,"gpus":%s,"pending":%s,"running":%s,"rounds":%s,"churn":%s,"finished_jobs":%s,"placed_jobs":%s,"placed_workers":%s,"round_ms":%s,"round_ms_p90":%s,"round_ms_min":%s,"round_ms_max":%s,"fn_ms":%s%s,"target_ms":50}' \
     "$M_N" $((M_N * GPN)) "$(sql1 "$db" "SELECT count(*) FROM gangsched.gangs WHERE state = 'pending'")" \
-    "$(kv "$s" running0)" "$ROUNDS" "$CHURN" "$fin" "$pl" "$wk" "$med" "$p90" "$mn" "$mx" "$fmed")"
+    "$(kv "$s" running0)" "$ROUNDS" "$CHURN" "$fin" "$pl" "$wk" "$med" "$p90" "$mn" "$mx" "$fmed" "$(phase_json "${ph[@]}")")"
 }
 
 # --- (e) submit throughput ---------------------------------------------------
@@ -511,10 +549,10 @@ if has_case cold || has_case steady; then
     measure_cold "$NODES" "$PENDING" "$REPS" copy
     if has_case cold; then
       emit "$(cold_json cold ",\"invariant_violations\":$M_VIOL,\"target_ms\":1000")"
-      emit "$(printf '{"bench":"copy_floor","nodes":%s,"gpus":%s,"pending":%s,"placed_jobs":%s,"placed_workers":%s,"round_ms":%s,"copy_ms":%s,"copy_ms_min":%s,"copy_ms_max":%s,"ratio":%s,"target_ratio":2,"allocations":%s,"held_slots":%s,"events":%s,"copy_gangs_ms":%s,"gangs_rows":%s,"ratio_with_gangs":%s,"reps":%s}' \
+      emit "$(printf '{"bench":"copy_floor","nodes":%s,"gpus":%s,"pending":%s,"placed_jobs":%s,"placed_workers":%s,"round_ms":%s,"copy_ms":%s,"copy_ms_min":%s,"copy_ms_max":%s,"ratio":%s,"ratio_min":%s,"ratio_max":%s,"target_ratio":2,"allocations":%s,"held_slots":%s,"events":%s,"copy_gangs_ms":%s,"gangs_rows":%s,"ratio_with_gangs":%s%s%s,"reps":%s}' \
         "$M_N" $((M_N * GPN)) "$R_PEND" "$R_PLACED" "$R_WORKERS" "$M_MS" "$M_CMS" "$M_CMS_MIN" "$M_CMS_MAX" \
-        "$(ratio "$M_MS" "$M_CMS")" "$C_ALLOC" "$C_SLOTS" "$C_EVENTS" "$M_CGMS" "$C_GANGS" \
-        "$(ratio "$M_MS" "$(awk -v a="$M_CMS" -v b="$M_CGMS" 'BEGIN { print a + b }')")" "$M_REPS")"
+        "$M_RATIO" "$M_RATIO_MIN" "$M_RATIO_MAX" "$C_ALLOC" "$C_SLOTS" "$C_EVENTS" "$M_CGMS" "$C_GANGS" \
+        "$(ratio "$M_MS" "$(awk -v a="$M_CMS" -v b="$M_CGMS" 'BEGIN { print a + b }')")" "$M_WRATIO" "$M_PHASES" "$M_REPS")"
     fi
     # the scaling series reuses this point rather than measuring it again
     MAIN_KEY="$NODES:$PENDING" MAIN_JSON=$(cold_json __BENCH__) MAIN_MS=$M_MS
