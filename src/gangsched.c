@@ -9,6 +9,7 @@
 #include "fmgr.h"
 
 #include "gangsched.h"
+#include "worker.h"
 
 PG_MODULE_MAGIC;
 
@@ -19,4 +20,5 @@ _PG_init(void)
 {
 	gs_guc_init();
 	gs_wake_init();
+	gs_worker_init();
 }

@@ -605,6 +605,7 @@ gs_run_round(PG_FUNCTION_ARGS)
 					t4;
 
 		INSTR_TIME_SET_CURRENT(t0);
+		exec_args("SELECT gangsched._mark_silent_nodes()", 0, NULL, NULL, SPI_OK_SELECT);
 		requeued = requeue_unstarted(now);
 		killed = kill_overdue();
 		INSTR_TIME_SET_CURRENT(t1);

@@ -31,7 +31,8 @@ CREATE TABLE gangsched.nodes (
     class_id     int NOT NULL,
     added_at     timestamptz NOT NULL,
     state_since  timestamptz NOT NULL,
-    heartbeat_at timestamptz
+    heartbeat_at timestamptz,
+    down_by_timeout bool NOT NULL DEFAULT false   -- marked down for silence, not by an operator
 );
 CREATE INDEX nodes_topology_idx ON gangsched.nodes USING btree (topology);
 CREATE INDEX nodes_pool_idx ON gangsched.nodes (pool_id);

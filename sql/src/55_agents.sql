@@ -83,10 +83,20 @@ BEGIN
     PERFORM gangsched._wake();
 END $$;
 
+-- An agent's sign of life. A node that was marked down only because its
+-- heartbeats stopped (gangsched.node_timeout) comes back up with the next one;
+-- a node an operator took down stays down.
 CREATE FUNCTION gangsched.node_heartbeat(node text) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     n gangsched.nodes := gangsched._node(node);
 BEGIN
     UPDATE gangsched.nodes SET heartbeat_at = gangsched.now() WHERE id = n.id;
+    IF n.state = 'down' AND n.down_by_timeout THEN
+        UPDATE gangsched.nodes SET state = 'up', state_since = gangsched.now(), down_by_timeout = false
+         WHERE id = n.id;
+        PERFORM gangsched._event('node_state', NULL, n.id, NULL, 'down -> up: heartbeats resumed',
+                                 jsonb_build_object('node', node));
+        PERFORM gangsched._wake();
+    END IF;
 END $$;

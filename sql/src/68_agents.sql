@@ -1,0 +1,65 @@
+/* ------------------------------------------------------------------ */
+/* Node agents: resync, liveness, the worker's status                  */
+/* ------------------------------------------------------------------ */
+
+-- What node `node` should be running now, one row per worker placed there:
+-- for an agent that starts, reconnects or missed notifications. `action` is
+-- what the agent must make true: 'start' (placed, not yet confirmed by this
+-- node), 'run' (confirmed), 'preempt' (stop by `deadline`, then job_released).
+CREATE FUNCTION gangsched.node_work(node text)
+RETURNS TABLE (job bigint, action text, state text, worker int, local_rank int, local_world_size int,
+               world_size int, devices int[], first_slice int, slices int, cpus numeric, mem_gb numeric,
+               net_gbps numeric, command text, rank0_node text, deadline timestamptz)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    n gangsched.nodes := gangsched._node(node);
+BEGIN
+    RETURN QUERY
+    SELECT a.job,
+           CASE WHEN g.state = 'preempting' THEN 'preempt'
+                WHEN n.id = ANY (g.started_nodes) THEN 'run'
+                ELSE 'start' END,
+           g.state, a.worker,
+           (row_number() OVER (PARTITION BY a.job ORDER BY a.worker) - 1)::int,
+           (count(*) OVER (PARTITION BY a.job))::int,
+           g.workers, a.devices, a.first_slice, a.slices, a.cpus, a.mem_gb, a.net_gbps, g.command,
+           (SELECT n0.name FROM gangsched.allocations a0 JOIN gangsched.nodes n0 ON n0.id = a0.node_id
+             WHERE a0.job = a.job AND a0.worker = 0 AND upper_inf(a0.during)),
+           g.preempt_deadline
+      FROM gangsched.allocations a JOIN gangsched.gangs g ON g.id = a.job
+     WHERE a.node_id = n.id AND upper_inf(a.during) AND g.state IN ('placed', 'running', 'preempting')
+     ORDER BY a.job, a.worker;
+END $$;
+
+-- Nodes whose agent sent heartbeats and then fell silent for longer than
+-- gangsched.node_timeout go down (their jobs are requeued, lost work
+-- recorded). Nodes that never sent a heartbeat are left alone. Returns how
+-- many went down.
+CREATE FUNCTION gangsched._mark_silent_nodes() RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+    t   interval := pg_catalog.current_setting('gangsched.node_timeout')::interval;
+    nm  text;
+    n   int := 0;
+BEGIN
+    IF t <= interval '0' THEN
+        RETURN 0;
+    END IF;
+    FOR nm IN
+        SELECT name FROM gangsched.nodes
+         WHERE state <> 'down' AND heartbeat_at IS NOT NULL AND heartbeat_at < gangsched.now() - t
+         ORDER BY id
+    LOOP
+        PERFORM gangsched.set_node_state(nm, 'down');
+        UPDATE gangsched.nodes SET down_by_timeout = true WHERE name = nm;
+        PERFORM gangsched._event('node_state', NULL, (SELECT id FROM gangsched.nodes WHERE name = nm), NULL,
+                                 format('no heartbeat for more than %s: marked down', t), jsonb_build_object('node', nm));
+        n := n + 1;
+    END LOOP;
+    RETURN n;
+END $$;
+
+-- The background worker as seen from SQL: its process id (NULL when not
+-- running), commits that asked for a round, and rounds it ran since start.
+CREATE FUNCTION gangsched.worker_status(OUT pid int, OUT wakeups bigint, OUT rounds bigint)
+RETURNS record LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'gs_worker_stats';
