@@ -389,57 +389,79 @@ cold_json() {  # bench-name extra-json
 skip_json() { emit "{\"bench\":\"$1\",\"nodes\":$2,\"gpus\":$(($2 * GPN)),\"pending\":$3,\"skipped\":\"run_round missing\"}"; }
 
 # --- (b) steady state --------------------------------------------------------
-# Continues in the database of the last cold round: every placed job is
-# started (job_started for each of its nodes), then ROUNDS times: CHURN of the
-# running jobs finish (job_finished), a round runs (timed), the jobs it placed
-# are started.
+# steady DB: continues in the database of the last cold round. The
+# scheduler's clock (gangsched.clock_override) is set past
+# gangsched.min_runtime, so running jobs count as preemption candidates as
+# they would in a long-running cluster; every placed job is started
+# (job_started for each of its nodes); then ROUNDS times, 10 s of scheduler
+# time apart: CHURN of the running jobs finish (job_finished), a round runs
+# (timed), the agents of preempted jobs release them (job_released, when it
+# exists), and what was placed is started.
 steady() {
   local db=$1 s="$TMP/steady.sql" i
   {
     cat <<'SQL'
 \timing off
 SELECT setseed(0.5) AS seeded \gset
+SELECT pg_catalog.now() AS t0,
+       extract(epoch FROM COALESCE(pg_catalog.current_setting('gangsched.min_runtime', true), '300')::interval)::int
+           AS min_runtime,
+       pg_catalog.to_regprocedure('gangsched.job_released(bigint,boolean)') IS NOT NULL AS has_release \gset
 CREATE TEMP VIEW bench_to_start AS
 SELECT a.job, n.name AS node
   FROM (SELECT DISTINCT a.job, a.node_id
           FROM gangsched.allocations a JOIN gangsched.gangs g ON g.id = a.job
          WHERE g.state = 'placed' AND upper_inf(a.during)) a
   JOIN gangsched.nodes n ON n.id = a.node_id;
+SQL
+    echo "SELECT pg_catalog.set_config('gangsched.clock_override', :'t0', false) AS clock \\gset"
+    cat <<'SQL'
 SELECT count(gangsched.job_started(job, node)) AS started FROM bench_to_start \gset
 SELECT count(*) AS running FROM gangsched.gangs WHERE state = 'running' \gset
 \echo KV running0 :running
 SQL
     for ((i = 1; i <= ROUNDS; i++)); do
+      echo "SELECT pg_catalog.set_config('gangsched.clock_override', (:'t0'::timestamptz + make_interval(secs => :min_runtime + 60 + 10 * $i))::text, false) AS clock \\gset"
       cat <<SQL
 SELECT count(gangsched.job_finished(id, true)) AS finished
   FROM (SELECT id FROM gangsched.gangs WHERE state = 'running' ORDER BY random()
-         LIMIT greatest(1, round($CHURN * (SELECT count(*) FROM gangsched.gangs WHERE state = 'running')))) f \gset
+         LIMIT greatest(1, round($CHURN * (SELECT count(*) FROM gangsched.gangs WHERE state = 'running')))) f \\gset
 SET client_min_messages = debug2;
-\timing on
-SELECT * FROM gangsched.run_round() \gset r_
-\timing off
+\\timing on
+SELECT * FROM gangsched.run_round() \\gset r_
+\\timing off
 RESET client_min_messages;
-SELECT count(gangsched.job_started(job, node)) AS started FROM bench_to_start \gset
-\echo KV round$i :finished :r_placed :r_workers_placed :r_ms :r_ran :r_considered
+SELECT 0 AS released \\gset
+\\if :has_release
+SELECT count(gangsched.job_released(id, true)) AS released FROM gangsched.gangs WHERE state = 'preempting' \\gset
+\\endif
+SELECT count(gangsched.job_started(job, node)) AS started FROM bench_to_start \\gset
+\\echo KV round$i :finished :r_placed :r_workers_placed :r_ms :r_ran :r_considered :r_preempted :released
 SQL
     done
+    cat <<'SQL'
+SELECT count(*) FILTER (WHERE state = 'pending') AS pending, count(*) FILTER (WHERE state = 'running') AS running
+  FROM gangsched.gangs \gset
+\echo KV pending :pending
+\echo KV running :running
+SQL
   } > "$s"
   log "steady state: $ROUNDS rounds, ${CHURN} of running jobs finishing between rounds"
   run_script "$db" "$s"
-  local ms=() fn=() ph=() fin=0 pl=0 wk=0 line f p w m ran c
+  local ms=() fn=() ph=() fin=0 pl=0 wk=0 pre=0 rel=0 line f p w m ran c pr rl
   mapfile -t ms < <(times_of "$s")
   mapfile -t ph < <(phases "$s")
   for ((i = 1; i <= ROUNDS; i++)); do
-    line=$(kv "$s" "round$i"); read -r f p w m ran c <<<"$line"
-    fn+=("$m"); fin=$((fin + f)) pl=$((pl + p)) wk=$((wk + w))
-    log "  round $i: ${ms[$((i - 1))]} ms (inside $m ms${ph[$((i - 1))]:+; phases ${ph[$((i - 1))]}}): $f finished, $p placed ($w workers), considered $c, ran=$ran"
+    line=$(kv "$s" "round$i"); read -r f p w m ran c pr rl <<<"$line"
+    fn+=("$m"); fin=$((fin + f)) pl=$((pl + p)) wk=$((wk + w)) pre=$((pre + ${pr:-0})) rel=$((rel + ${rl:-0}))
+    log "  round $i: ${ms[$((i - 1))]} ms (inside $m ms${ph[$((i - 1))]:+; phases ${ph[$((i - 1))]}}): $f finished, $p placed ($w workers), ${pr:-0} preempted, ${rl:-0} released, considered $c, ran=$ran"
   done
   local med mn mx p90 fmed
   read -r med mn mx p90 <<<"$(stats "${ms[@]}")"
   read -r fmed _ _ _ <<<"$(stats "${fn[@]}")"
-  emit "$(printf '{"bench":"steady","nodes":%s,"gpus":%s,"pending":%s,"running":%s,"rounds":%s,"churn":%s,"finished_jobs":%s,"placed_jobs":%s,"placed_workers":%s,"round_ms":%s,"round_ms_p90":%s,"round_ms_min":%s,"round_ms_max":%s,"fn_ms":%s%s,"target_ms":50}' \
-    "$M_N" $((M_N * GPN)) "$(sql1 "$db" "SELECT count(*) FROM gangsched.gangs WHERE state = 'pending'")" \
-    "$(kv "$s" running0)" "$ROUNDS" "$CHURN" "$fin" "$pl" "$wk" "$med" "$p90" "$mn" "$mx" "$fmed" "$(phase_json "${ph[@]}")")"
+  emit "$(printf '{"bench":"steady","nodes":%s,"gpus":%s,"pending":%s,"running":%s,"rounds":%s,"churn":%s,"finished_jobs":%s,"placed_jobs":%s,"placed_workers":%s,"preempted_jobs":%s,"round_ms":%s,"round_ms_p90":%s,"round_ms_min":%s,"round_ms_max":%s,"fn_ms":%s%s,"target_ms":50}' \
+    "$M_N" $((M_N * GPN)) "$(kv "$s" pending)" "$(kv "$s" running0)" "$ROUNDS" "$CHURN" \
+    "$fin" "$pl" "$wk" "$pre" "$med" "$p90" "$mn" "$mx" "$fmed" "$(phase_json "${ph[@]}")")"
 }
 
 # --- (e) submit throughput ---------------------------------------------------
