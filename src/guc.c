@@ -31,6 +31,7 @@ int			gs_round_interval_ms = 1000;
 bool		gs_enabled = true;
 int			gs_queue_order = 0;
 bool		gs_preemption = true;
+bool		gs_backfill = true;
 
 static const struct config_enum_entry queue_order_options[] = {
 	{"fair", 0, false},
@@ -169,6 +170,12 @@ gs_guc_init(void)
 							 "Lets rounds preempt running gangs (reclaim, fair share, priority).",
 							 "Off: a job that does not fit waits; nothing is preempted.",
 							 &gs_preemption, true, PGC_USERSET, 0, NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("gangsched.backfill",
+							 "Lets later jobs be placed when an earlier one in the round's order does not fit.",
+							 "Off: a round stops at the first job that does not fit (strict order, no backfill; "
+							 "the starvation guard is then not needed). For baselines such as trace replays.",
+							 &gs_backfill, true, PGC_USERSET, 0, NULL, NULL, NULL);
 
 	DefineCustomBoolVariable("gangsched.enabled",
 							 "Lets the background worker run scheduling rounds.",

@@ -18,6 +18,7 @@ extern int	gs_round_interval_ms;
 extern bool gs_enabled;
 extern int	gs_queue_order;		/* GsOrderPolicy */
 extern bool gs_preemption;
+extern bool gs_backfill;
 extern char *gs_database;
 
 /* The scheduler's clock: the override when set, else now(). */

@@ -83,6 +83,9 @@ gs_decide(GsState *st, GsDecision *out)
 				continue;
 			}
 		}
+		/* without backfill, nothing after the first that does not fit */
+		if (!gs_backfill)
+			break;
 		/* the first that does not fit, if it would fit the cluster as it is when empty */
 		if (!guard_done && gs_reserve(out->placer, j))
 		{
