@@ -158,6 +158,29 @@ SELECT * FROM pg_temp.jobs();
 SELECT * FROM pg_temp.plans();
 SELECT * FROM gangsched.check_invariants();
 
+-- The swap is the whole plan: b holds all 32 GPUs and a asks for 16 (two
+-- of b's gangs). Each of b's gangs alone would leave b at 0.75, above a's
+-- 0.5, but the two together leave b at 0.5: a would not stay below, so
+-- nothing is preempted. An 8-GPU job of a (0.25 against 0.75) may.
+DROP EXTENSION gangsched;
+CREATE EXTENSION gangsched;
+SET gangsched.clock_override = '2030-01-01 00:00:00+00';
+SELECT pg_temp.cluster(4);
+SELECT gangsched.add_team('a'), gangsched.add_team('b');
+SELECT gangsched.submit('b', 1, 8, name => 'b' || i) FROM generate_series(1, 4) i;
+SELECT * FROM pg_temp.round();
+SELECT * FROM pg_temp.start_all();
+SET gangsched.clock_override = '2030-01-01 01:00:00+00';
+SELECT gangsched.submit('a', 2, 8, name => 'a16');
+SELECT * FROM pg_temp.round();
+SELECT name, state FROM gangsched.jobs ORDER BY job;
+SELECT * FROM pg_temp.plans();
+SELECT gangsched.cancel((SELECT job FROM gangsched.jobs WHERE name = 'a16'));
+SELECT gangsched.submit('a', 1, 8, name => 'a8');
+SELECT * FROM pg_temp.round();
+SELECT * FROM pg_temp.plans();
+SELECT * FROM gangsched.check_invariants();
+
 /* ================================================================== */
 /* 3. priority (within one team)                                       */
 /* ================================================================== */
