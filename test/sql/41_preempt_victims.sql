@@ -3,7 +3,8 @@
 -- such set: lowest priority first, then least lost work (GPU-seconds since
 -- the last checkpoint plus gangsched.restart_cost per GPU), then newest;
 -- never more victims than needed; topology-aware (a one-rack gang gets
--- victims in one rack, not the cheapest GPUs scattered over racks).
+-- victims in one rack, not the cheapest GPUs scattered over racks); host
+-- resources count, not only GPUs.
 -- Lost work is made to differ with job_checkpointed. Each choice is shown
 -- from the plan recorded in the 'nominated' event (trigger, victims, lost
 -- GPU-seconds); alternatives are tried inside transactions rolled back.
@@ -255,6 +256,39 @@ SELECT gangsched.job_released(job) FROM gangsched.jobs WHERE name IN ('C', 'D') 
 SELECT * FROM pg_temp.map();
 SELECT job, worker, node, topology FROM gangsched.placements
  WHERE job = (SELECT job FROM gangsched.jobs WHERE name = 'onerack') AND device = 0 ORDER BY worker;
+SELECT * FROM gangsched.check_invariants();
+
+/* ================================================================== */
+/* 6. host resources count, not only GPUs                              */
+/* ================================================================== */
+-- n1: hog (CPU-only, 28 of 32 cpus, priority 10: not a candidate) and
+-- small (4 GPUs, 2 cpus, cheapest); n2: big (8 GPUs, 2 cpus). urgent needs
+-- 8 GPUs and 16 cpus on one node. Preempting small would free 8 GPUs on n1
+-- but only 4 cpus: not a placement. big goes, although it costs more.
+-- (n2 is drained while hog and small are placed, to put them on n1.)
+DROP EXTENSION gangsched;
+CREATE EXTENSION gangsched;
+SET gangsched.clock_override = '2030-01-01 00:00:00+00';
+SELECT gangsched.set_topology_levels(ARRAY['rack']);
+SELECT gangsched.add_pool('main', 'reserved');
+SELECT count(gangsched.add_node('n' || i, 'main', 'r1', 32, 256, 100, 8, 'a100', 80)) FROM generate_series(1, 2) i;
+SELECT gangsched.add_team('t');
+SELECT gangsched.set_node_state('n2', 'draining');
+SELECT gangsched.submit('t', 1, 0, cpus => 28, name => 'hog', priority => 10),
+       gangsched.submit('t', 1, 4, cpus => 2, name => 'small');
+SELECT * FROM pg_temp.round();
+SELECT gangsched.set_node_state('n2', 'up');
+SELECT gangsched.submit('t', 1, 8, cpus => 2, name => 'big');
+SELECT * FROM pg_temp.round();
+SELECT * FROM pg_temp.start_all();
+SELECT * FROM pg_temp.map();
+SET gangsched.clock_override = '2030-01-01 01:00:00+00';
+SELECT pg_temp.ckpt('small', '2030-01-01 01:00:00+00');
+SELECT * FROM pg_temp.costs();
+SELECT gangsched.submit('t', 1, 8, cpus => 16, name => 'urgent', priority => 9);
+SELECT * FROM pg_temp.round();
+SELECT * FROM pg_temp.plans();
+SELECT * FROM pg_temp.map();
 SELECT * FROM gangsched.check_invariants();
 
 DROP EXTENSION gangsched;
