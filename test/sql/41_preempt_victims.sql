@@ -4,7 +4,8 @@
 -- the last checkpoint plus gangsched.restart_cost per GPU), then newest;
 -- never more victims than needed; topology-aware (a one-rack gang gets
 -- victims in one rack, not the cheapest GPUs scattered over racks); host
--- resources count, not only GPUs.
+-- resources count, not only GPUs; device slices (a whole device, not half of
+-- two).
 -- Lost work is made to differ with job_checkpointed. Each choice is shown
 -- from the plan recorded in the 'nominated' event (trigger, victims, lost
 -- GPU-seconds); alternatives are tried inside transactions rolled back.
@@ -289,6 +290,40 @@ SELECT gangsched.submit('t', 1, 8, cpus => 16, name => 'urgent', priority => 9);
 SELECT * FROM pg_temp.round();
 SELECT * FROM pg_temp.plans();
 SELECT * FROM pg_temp.map();
+SELECT * FROM gangsched.check_invariants();
+
+/* ================================================================== */
+/* 7. device slices: a whole device, not half of two                   */
+/* ================================================================== */
+-- One node with two devices cut in 4 slices each; four half-GPU jobs of b
+-- (borrowed): ha and hb on device 0, hc and hd on device 1. Lost work: ha
+-- 60, hb 1830, hc 90, hd 120 (half a GPU each). a1 (a, one whole GPU,
+-- within quota) needs a whole device: ha and hc, the two cheapest, free
+-- half of each device and would not do; hc and hd (210) free device 1.
+DROP EXTENSION gangsched;
+CREATE EXTENSION gangsched;
+SET gangsched.clock_override = '2030-01-01 00:00:00+00';
+SELECT gangsched.set_topology_levels(ARRAY['rack']);
+SELECT gangsched.add_pool('main', 'reserved');
+SELECT gangsched.add_node('m1', 'main', 'r1', 32, 256, 100, 2, 'a100', 80, gpu_slices => 4);
+SELECT gangsched.add_team('a'), gangsched.add_team('b');
+SELECT gangsched.set_quota('a', 'main', 1);
+SELECT gangsched.submit('b', 1, 0.5, name => n) FROM unnest(ARRAY['ha', 'hb', 'hc', 'hd']) n;
+SELECT * FROM pg_temp.round();
+SELECT * FROM pg_temp.start_all();
+SELECT j.name, p.device, p.first_slice, p.slices FROM gangsched.placements p JOIN gangsched.jobs j ON j.job = p.job
+ ORDER BY p.device, p.first_slice;
+SET gangsched.clock_override = '2030-01-01 01:00:00+00';
+SELECT pg_temp.ckpt('ha', '2030-01-01 00:59:00+00'), pg_temp.ckpt('hb', '2030-01-01 00:00:00+00'),
+       pg_temp.ckpt('hc', '2030-01-01 00:58:00+00'), pg_temp.ckpt('hd', '2030-01-01 00:57:00+00');
+SELECT * FROM pg_temp.costs();
+SELECT gangsched.submit('a', 1, 1, name => 'a1');
+SELECT * FROM pg_temp.round();
+SELECT * FROM pg_temp.plans();
+SELECT h.devices, h.first_slice, h.slices FROM gangsched.holds h;
+SELECT gangsched.job_released(job) FROM gangsched.jobs WHERE name IN ('hc', 'hd') ORDER BY job;
+SELECT j.name, j.state, p.device, p.first_slice, p.slices FROM gangsched.placements p JOIN gangsched.jobs j ON j.job = p.job
+ ORDER BY p.device, p.first_slice;
 SELECT * FROM gangsched.check_invariants();
 
 DROP EXTENSION gangsched;
