@@ -111,12 +111,14 @@ share_with(const GsCluster *c, int t, const double delta[GS_NRES], double sign)
  * found it. Returns false if even all of them are not enough.
  */
 static bool
-greedy_plan(GsPlacer *p, GsJob *j, Cand *cands, int n, Plan *out)
+greedy_plan(GsPlacer *p, GsJob *j, Cand *cands, int n, double free_gpus, Plan *out)
 {
 	int			k,
 				used = 0;
 	bool		ok = false;
 	GsRunning **chosen = palloc(sizeof(GsRunning *) * Max(n, 1));
+	double		need = j->gpus * j->workers;
+	double		have = free_gpus;
 
 	for (k = 0; k < n; k++)
 	{
@@ -124,7 +126,9 @@ greedy_plan(GsPlacer *p, GsJob *j, Cand *cands, int n, Plan *out)
 			continue;
 		gs_model_release(p, cands[k].r, true);
 		chosen[used++] = cands[k].r;
-		if (fits(p, j))
+		have += cands[k].r->gpus_total;
+		/* placing is only worth trying once enough GPUs could be free */
+		if (have + 1e-9 >= need && fits(p, j))
 		{
 			ok = true;
 			break;
@@ -180,6 +184,7 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 				d;
 	double		jd[GS_NRES] = {j->gpus * j->workers, j->cpus * j->workers, j->mem * j->workers, j->net * j->workers};
 	double		my_after;
+	double		free_gpus = 0;
 	Plan		best = {0},
 				plan;
 	GsWhy		why;
@@ -189,6 +194,9 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 	if (!st->running_loaded)
 		return false;
 	my_after = share_with(c, j->tix, jd, 1.0);
+	for (i = 0; i < c->npools && i < 64; i++)
+		if (j->pool_mask & (UINT64_C(1) << i))
+			free_gpus += Max(c->pools[i].capacity[GS_GPU] - c->pools[i].used[GS_GPU], 0);
 
 	cands = palloc(sizeof(Cand) * Max(st->nrunning, 1));
 	for (i = 0; i < st->nrunning && nc < MAX_CANDIDATES; i++)
@@ -220,11 +228,20 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 	}
 	if (nc == 0)
 		return false;
+	/* not enough GPUs even if every candidate left: no search */
+	{
+		double		sum = free_gpus;
+
+		for (i = 0; i < nc; i++)
+			sum += cands[i].r->gpus_total;
+		if (sum + 1e-9 < jd[GS_GPU])
+			return false;
+	}
 	qsort(cands, nc, sizeof(Cand), cmp_cand);
 
 	gs_placer_ignore_memo(p, true);
 	/* all candidates, in cost order */
-	if (!greedy_plan(p, j, cands, nc, &best))
+	if (!greedy_plan(p, j, cands, nc, free_gpus, &best))
 	{
 		gs_placer_ignore_memo(p, false);
 		return false;			/* even all of them would not make room */
@@ -237,7 +254,7 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 		memcpy(big, cands, sizeof(Cand) * nc);
 		qsort(big, nc, sizeof(Cand), cmp_larger);
 		for (i = 0; i < nc && i < MAX_SINGLES; i++)
-			if (greedy_plan(p, j, &big[i], 1, &plan) && plan_better(&plan, &best))
+			if (greedy_plan(p, j, &big[i], 1, free_gpus, &plan) && plan_better(&plan, &best))
 				best = plan;
 		pfree(big);
 	}
@@ -287,7 +304,7 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 				if (inside)
 					sub[m++] = cands[i];
 			}
-			if (m > 0 && greedy_plan(p, j, sub, m, &plan) && plan_better(&plan, &best))
+			if (m > 0 && greedy_plan(p, j, sub, m, free_gpus, &plan) && plan_better(&plan, &best))
 				best = plan;
 			pfree(sub);
 		}
