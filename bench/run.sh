@@ -53,9 +53,10 @@ usage: bash bench/run.sh [options]
   --series-nodes "..." node counts of the scaling series [$SERIES_NODES]
   --series-pending "..." pending counts of the scaling series [$SERIES_PENDING]
   --submit-n N         rows per submit/INSERT measurement [$SUBMIT_N]
+  --submit-reps N      repetitions of each submit/INSERT measurement [$SUBMIT_REPS]
   --pgbench-t N        transactions per pgbench run (0 = skip pgbench) [$PGBENCH_T]
-  --setup FILE         psql script run in every template database right after
-                       CREATE EXTENSION (settings, extra objects)
+  --setup FILE         psql script run right after CREATE EXTENSION, in the
+                       database every template is copied from
   --keep               keep the databases (names on stderr)
 USAGE
 }
@@ -79,6 +80,7 @@ while [ $# -gt 0 ]; do
     --series-pending) SERIES_PENDING=$2; shift ;;
     --submit-n) SUBMIT_N=$2; shift ;;
     --pgbench-t) PGBENCH_T=$2; shift ;;
+    --submit-reps) SUBMIT_REPS=$2; shift ;;
     --setup) SETUP=$(cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift ;;
     --keep) KEEP=1 ;;
     -h|--help) usage; exit 0 ;;
@@ -177,10 +179,7 @@ template() {
     first=$((bp + 1))
   else
     log "template $db: $n nodes × $GPN GPUs, $p pending jobs"
-    psql_ -d "$MAINT_DB" -c "CREATE DATABASE \"$db\""
-    psql_ -d "$db" -c "CREATE EXTENSION gangsched CASCADE"
-    ext_check "$db"
-    if [ -n "$SETUP" ]; then psql_ -d "$db" -f "$SETUP" >/dev/null; fi
+    psql_ -d "$MAINT_DB" -c "CREATE DATABASE \"$db\" TEMPLATE \"$EXT_DB\""
     psql_ -d "$db" -v nodes="$n" -v gpn="$GPN" -v rack_nodes="$RACK_NODES" -v spine_racks="$SPINE_RACKS" \
           -v zone_spines="$ZONE_SPINES" -v frac_every="$FRAC_EVERY" -v teams="$TEAMS" \
           -f "$HERE/cluster.sql" >/dev/null
@@ -202,8 +201,8 @@ template() {
   emit "{\"bench\":\"generate\",\"ext\":\"$EXT_SIG\",\"nodes\":$n,\"gpus\":$((n * GPN)),\"pending\":$p,\"from\":$(jstr "${base:-empty}"),\"cluster_ms\":$((t1 - t0)),\"submitted\":$subm,\"submit_ms\":$((t2 - t1)),\"submit_us_per_job\":$(ratio $(( (t2 - t1) * 1000 )) $subm)}"
 }
 
-# The installed extension is shared by every cluster on the machine; note
-# it if another build was installed while this run was creating templates.
+# A short fingerprint of the extension's functions and columns, logged and
+# put on every "generate" line, so runs can be told apart.
 EXT_SIG=""
 ext_check() {
   local sig
@@ -217,8 +216,6 @@ ext_check() {
   if [ -z "$EXT_SIG" ]; then
     EXT_SIG=$sig
     log "extension gangsched $(sql1 "$1" "SELECT extversion FROM pg_extension WHERE extname = 'gangsched'"), signature $sig"
-  elif [ "$sig" != "$EXT_SIG" ]; then
-    log "WARNING: the installed gangsched changed during this run (signature $EXT_SIG, now $sig); results mix two builds"
   fi
 }
 
@@ -544,11 +541,17 @@ SELECT format('SELECT format(%L, %s) FROM gangsched.gangs WHERE id = %s',
    AND attgenerated = '' \gexec
 SQL
     for mode in simple prepared; do
-      stps=$(pgbench -n -M "$mode" -t "$PGBENCH_T" -f "$TMP/submit.pgb" "$db" 2>&1 | awk '/^tps = /{ printf "%.1f\n", $3; exit }')
-      itps=$(pgbench -n -M "$mode" -t "$PGBENCH_T" -f "$TMP/insert.pgb" "$db" 2>&1 | awk '/^tps = /{ printf "%.1f\n", $3; exit }')
-      log "  pgbench $shape ($mode): submit $stps/s, INSERT $itps/s"
-      emit "$(printf '{"bench":"submit_stmt","nodes":%s,"gpus":%s,"pending":%s,"shape":"%s","protocol":"%s","clients":1,"transactions":%s,"submit_rows_s":%s,"insert_rows_s":%s,"ratio":%s,"target_ratio":0.5}' \
-        "${TPL_N[$tpl]}" $((TPL_N[$tpl] * GPN)) "${TPL_P[$tpl]}" "$shape" "$mode" "$PGBENCH_T" \
+      # submit and INSERT alternate, SUBMIT_REPS times each; medians
+      local sl=() il=() r
+      for ((r = 1; r <= SUBMIT_REPS; r++)); do
+        sl+=("$(pgbench -n -M "$mode" -t "$PGBENCH_T" -f "$TMP/submit.pgb" "$db" 2>&1 | awk '/^tps = /{ printf "%.1f\n", $3; exit }')")
+        il+=("$(pgbench -n -M "$mode" -t "$PGBENCH_T" -f "$TMP/insert.pgb" "$db" 2>&1 | awk '/^tps = /{ printf "%.1f\n", $3; exit }')")
+      done
+      log "  pgbench $shape ($mode): submit ${sl[*]}/s, INSERT ${il[*]}/s"
+      read -r stps _ _ _ <<<"$(stats "${sl[@]}")"
+      read -r itps _ _ _ <<<"$(stats "${il[@]}")"
+      emit "$(printf '{"bench":"submit_stmt","nodes":%s,"gpus":%s,"pending":%s,"shape":"%s","protocol":"%s","clients":1,"transactions":%s,"reps":%s,"submit_rows_s":%s,"insert_rows_s":%s,"ratio":%s,"target_ratio":0.5}' \
+        "${TPL_N[$tpl]}" $((TPL_N[$tpl] * GPN)) "${TPL_P[$tpl]}" "$shape" "$mode" "$PGBENCH_T" "$SUBMIT_REPS" \
         "${stps:-null}" "${itps:-null}" "$(ratio "${stps:-0}" "${itps:-0}")")"
     done
   done
@@ -562,6 +565,14 @@ slope() {
 
 # --- main -------------------------------------------------------------------
 log "server: $(psql_ -At -d "$MAINT_DB" -c 'SHOW server_version') at ${PGHOST:-default}:${PGPORT:-5432}; databases ${PFX}_*; cases $CASES"
+# The extension is created once, in a database every template is copied
+# from, so one run measures one version of its SQL even if another build is
+# installed meanwhile.
+EXT_DB="${PFX}_ext"
+psql_ -d "$MAINT_DB" -c "CREATE DATABASE \"$EXT_DB\""
+psql_ -d "$EXT_DB" -c "CREATE EXTENSION gangsched CASCADE"
+if [ -n "$SETUP" ]; then psql_ -d "$EXT_DB" -f "$SETUP" >/dev/null; fi
+ext_check "$EXT_DB"
 template "$NODES" "$PENDING"
 MAIN_TPL=$TEMPLATE
 MAIN_KEY="" MAIN_JSON="" MAIN_MS=""

@@ -6,7 +6,8 @@
  *    teams' borrowed gangs;
  *  - fair share: J would borrow; victims are other teams' borrowed gangs
  *    whose team would still hold a higher weighted dominant share than J's
- *    team after the swap;
+ *    team after the swap (checked per candidate, then for each plan with
+ *    all of a team's victims released);
  *  - priority: victims are gangs of J's own team with lower priority.
  * Never a non-preemptible gang, never another team's guaranteed work, never
  * a gang that started less than gangsched.min_runtime ago, never one outside
@@ -103,6 +104,44 @@ share_with(const GsCluster *c, int t, const double delta[GS_NRES], double sign)
 		if (c->capacity[r] > 0)
 			ds = Max(ds, (c->teams[t].used[r] + sign * delta[r]) / c->capacity[r]);
 	return ds / c->teams[t].weight;
+}
+
+/*
+ * The fair-share test holds for the whole plan, not only for each victim
+ * alone: with all of a team's victims in the plan released, J's team (with
+ * J) must still hold a lower weighted dominant share than that team. Only
+ * for a borrowing J; victims of J's own team are priority victims.
+ */
+static bool
+plan_fair(const GsCluster *c, const GsJob *j, const Plan *pl, double my_after)
+{
+	int			k,
+				m,
+				r;
+
+	if (!j->try_borrowing)
+		return true;
+	for (k = 0; k < pl->n; k++)
+	{
+		int			t = pl->v[k]->tix;
+		double		d[GS_NRES] = {0};
+		bool		first = true;
+
+		if (t < 0 || t == j->tix)
+			continue;
+		for (m = 0; m < k; m++)
+			if (pl->v[m]->tix == t)
+				first = false;
+		if (!first)
+			continue;			/* each team once, at its first victim */
+		for (m = k; m < pl->n; m++)
+			if (pl->v[m]->tix == t)
+				for (r = 0; r < GS_NRES; r++)
+					d[r] += pl->v[m]->demand[r];
+		if (!(my_after < share_with(c, t, d, -1.0) - 1e-12))
+			return false;
+	}
+	return true;
 }
 
 /*
@@ -246,6 +285,8 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 		gs_placer_ignore_memo(p, false);
 		return false;			/* even all of them would not make room */
 	}
+	if (!plan_fair(c, j, &best, my_after))
+		best.n = 0;				/* look for a plan that keeps the order */
 
 	/* single victims that make room alone (one large rather than many small) */
 	{
@@ -254,7 +295,8 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 		memcpy(big, cands, sizeof(Cand) * nc);
 		qsort(big, nc, sizeof(Cand), cmp_larger);
 		for (i = 0; i < nc && i < MAX_SINGLES; i++)
-			if (greedy_plan(p, j, &big[i], 1, free_gpus, &plan) && plan_better(&plan, &best))
+			if (greedy_plan(p, j, &big[i], 1, free_gpus, &plan) && plan_fair(c, j, &plan, my_after) &&
+				plan_better(&plan, &best))
 				best = plan;
 		pfree(big);
 	}
@@ -304,11 +346,18 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 				if (inside)
 					sub[m++] = cands[i];
 			}
-			if (m > 0 && greedy_plan(p, j, sub, m, free_gpus, &plan) && plan_better(&plan, &best))
+			if (m > 0 && greedy_plan(p, j, sub, m, free_gpus, &plan) && plan_fair(c, j, &plan, my_after) &&
+				plan_better(&plan, &best))
 				best = plan;
 			pfree(sub);
 		}
 		pfree(gain);
+	}
+
+	if (best.n == 0)
+	{
+		gs_placer_ignore_memo(p, false);
+		return false;			/* no plan keeps the fair-share order */
 	}
 
 	/* carry out the best plan in the model: release, place, take back */

@@ -5,10 +5,18 @@
 -- Place nominated jobs whose victims have all let go, on exactly the
 -- capacity held for them (gangsched.holds), in this transaction. With a job
 -- id, only that one. Returns how many were placed.
+--
+-- Whether a preemptor runs as guaranteed or borrowed work is settled here,
+-- now that its victims are gone: its team's current use in the pool plus
+-- the gang, against the team's nominal quota there (every governed
+-- resource). The round decided it while the victims still held their
+-- capacity, which makes a priority preemptor look beyond its team's quota
+-- when the swap keeps the team within it.
 CREATE FUNCTION gangsched._place_ready_nominated(only_job bigint DEFAULT NULL) RETURNS int
 LANGUAGE plpgsql AS $$
 DECLARE
     ready bigint[];
+    jid   bigint;
     t     timestamptz := gangsched.now();
 BEGIN
     SELECT array_agg(g.id ORDER BY g.id) INTO ready
@@ -18,34 +26,60 @@ BEGIN
     IF ready IS NULL THEN
         RETURN 0;
     END IF;
-    -- lock them and keep those still nominated (a concurrent call may have won)
-    SELECT array_agg(g.id ORDER BY g.id) INTO ready
-      FROM (SELECT id FROM gangsched.gangs WHERE id = ANY (ready) ORDER BY id FOR UPDATE) l
-      JOIN gangsched.gangs g ON g.id = l.id
-     WHERE g.state = 'nominated';
+    -- Lock them and keep those still nominated: a concurrent release may
+    -- have placed one, a cancel cancelled it. The state test must be in the
+    -- locking query itself: after waiting for a lock, READ COMMITTED checks
+    -- its WHERE against the row as committed, while a join would read the
+    -- version of this statement's snapshot.
+    SELECT array_agg(l.id ORDER BY l.id) INTO ready
+      FROM (SELECT g.id FROM gangsched.gangs g
+             WHERE g.id = ANY (ready) AND g.state = 'nominated'
+             ORDER BY g.id FOR UPDATE) l;
     IF ready IS NULL THEN
         RETURN 0;
     END IF;
-    INSERT INTO gangsched.allocations (job, worker, node_id, team_id, devices, first_slice, slices, gpus, cpus,
-                                       mem_gb, net_gbps, borrowed, during)
-    SELECT h.job, h.worker, h.node_id, g.team_id, h.devices, h.first_slice, h.slices, g.gpus, h.cpus,
-           h.mem_gb, h.net_gbps, g.borrowed, tstzrange(t, NULL)
-      FROM gangsched.holds h JOIN gangsched.gangs g ON g.id = h.job
-     WHERE h.job = ANY (ready);
+    -- one job at a time, so that a team's second preemptor counts the first
+    FOREACH jid IN ARRAY ready LOOP
+        UPDATE gangsched.gangs g
+           SET borrowed = NOT COALESCE((
+                   SELECT q.gpus >= u.gpus + g.workers * g.gpus
+                          AND (q.cpus IS NULL OR q.cpus >= u.cpus + g.workers * g.cpus)
+                          AND (q.mem_gb IS NULL OR q.mem_gb >= u.mem_gb + g.workers * g.mem_gb)
+                          AND (q.net_gbps IS NULL OR q.net_gbps >= u.net_gbps + g.workers * g.net_gbps)
+                     FROM gangsched.quotas q
+                     CROSS JOIN LATERAL (
+                          SELECT COALESCE(sum(a.gpus), 0) AS gpus, COALESCE(sum(a.cpus), 0) AS cpus,
+                                 COALESCE(sum(a.mem_gb), 0) AS mem_gb, COALESCE(sum(a.net_gbps), 0) AS net_gbps
+                            FROM gangsched.allocations a JOIN gangsched.nodes n ON n.id = a.node_id
+                           WHERE upper_inf(a.during) AND a.team_id = g.team_id AND n.pool_id = q.pool_id) u
+                    WHERE q.team_id = g.team_id
+                      AND q.pool_id = (SELECT n.pool_id FROM gangsched.holds h JOIN gangsched.nodes n ON n.id = h.node_id
+                                        WHERE h.job = g.id LIMIT 1)), false)
+         WHERE g.id = jid;
+        INSERT INTO gangsched.allocations (job, worker, node_id, team_id, devices, first_slice, slices, gpus, cpus,
+                                           mem_gb, net_gbps, borrowed, during)
+        SELECT h.job, h.worker, h.node_id, g.team_id, h.devices, h.first_slice, h.slices, g.gpus, h.cpus,
+               h.mem_gb, h.net_gbps, g.borrowed, tstzrange(t, NULL)
+          FROM gangsched.holds h JOIN gangsched.gangs g ON g.id = h.job
+         WHERE h.job = jid;
+    END LOOP;
     INSERT INTO gangsched.held_slots (node_id, slot, job, worker)
     SELECT h.node_id, d * 8 + s, h.job, h.worker
       FROM gangsched.holds h, unnest(h.devices) d, generate_series(h.first_slice, h.first_slice + h.slices - 1) s
      WHERE h.job = ANY (ready);
     PERFORM pg_notify('gangsched_node_' || x.node_id, json_build_object('event', 'start', 'job', x.job)::text)
-       FROM (SELECT DISTINCT h.job, h.node_id FROM gangsched.holds h WHERE h.job = ANY (ready)) x;
+       FROM (SELECT DISTINCT h.job, h.node_id FROM gangsched.holds h WHERE h.job = ANY (ready) ORDER BY 1, 2) x;
     DELETE FROM gangsched.holds WHERE job = ANY (ready);
     WITH p AS (
         UPDATE gangsched.gangs g
            SET state = 'placed', placed_at = t, started_at = NULL, started_nodes = '{}', reason = NULL
-         WHERE g.id = ANY (ready)
-        RETURNING g.id, g.team_id)
+         WHERE g.id = ANY (ready) AND g.state = 'nominated'
+        RETURNING g.id, g.team_id, g.borrowed)
     INSERT INTO gangsched.events (at, kind, job, team_id, reason)
-    SELECT t, 'placed', p.id, p.team_id, 'placed on the capacity its victims released' FROM p;
+    SELECT t, 'placed', p.id, p.team_id,
+           CASE WHEN p.borrowed THEN 'placed on the capacity its victims released, as borrowed capacity'
+                ELSE 'placed on the capacity its victims released, within nominal quota' END
+      FROM p;
     RETURN cardinality(ready);
 END $$;
 
@@ -53,15 +87,22 @@ END $$;
 -- work since their last checkpoint is lost, their agents are told to kill,
 -- and they go back to pending at their old queue position. Then place the
 -- preemptors that no longer wait for anyone. Returns victims killed.
+--
+-- The victims' rows are locked first, and a victim whose row is locked is
+-- skipped: its release is in progress (job_released locks the row before
+-- it ends the allocations; waiting for it here while holding the
+-- allocations would deadlock), and that release requeues it and places
+-- its preemptor. If the release rolls back, the next round kills it.
 CREATE FUNCTION gangsched._kill_overdue() RETURNS int
 LANGUAGE plpgsql AS $$
 DECLARE
     overdue bigint[];
     n       int;
 BEGIN
-    SELECT array_agg(g.id ORDER BY g.id) INTO overdue
-      FROM gangsched.gangs g
-     WHERE g.state = 'preempting' AND g.preempt_deadline <= gangsched.now();
+    SELECT array_agg(l.id ORDER BY l.id) INTO overdue
+      FROM (SELECT g.id FROM gangsched.gangs g
+             WHERE g.state = 'preempting' AND g.preempt_deadline <= gangsched.now()
+             ORDER BY g.id FOR UPDATE SKIP LOCKED) l;
     n := gangsched._requeue_many(overdue, 'killed at its grace deadline', 'kill');
     PERFORM gangsched._place_ready_nominated();
     RETURN n;
@@ -81,6 +122,11 @@ BEGIN
             USING ERRCODE = 'null_value_not_allowed',
                   HINT = 'Pass true if the workers wrote a checkpoint before exiting, false otherwise.';
     END IF;
+    -- Releases of the same preemptor's victims take turns: each sees the
+    -- others' committed releases, so the last one to commit places it (two
+    -- concurrent releases would otherwise each see the other victim still
+    -- preempting, and leave it to the next round).
+    PERFORM FROM gangsched.gangs g WHERE g.id = j.preempted_for FOR UPDATE;
     IF checkpointed THEN
         UPDATE gangsched.gangs SET last_checkpoint_at = gangsched.now() WHERE id = j.id;
     END IF;
