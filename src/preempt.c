@@ -85,11 +85,60 @@ plan_better(const Plan *a, const Plan *b)
 	return a->n < b->n;
 }
 
+/* The search in progress (a job blocked by its own team's quota). */
+static GsState *search_state = NULL;
+
+/*
+ * For a job its own team's quota blocks: with the victims now released,
+ * would the team be within its limit (nominal, plus the borrowing limit
+ * for preemptible work) in some pool the job may use?
+ */
+static bool
+quota_after_swap(GsState *st, GsJob *j)
+{
+	GsCluster  *c = st->cluster;
+	double		jd[GS_NRES] = {j->gpus * j->workers, j->cpus * j->workers, j->mem * j->workers, j->net * j->workers};
+	int			pl,
+				r,
+				i;
+
+	for (pl = 0; pl < c->npools && pl < 64; pl++)
+	{
+		GsQuota    *q = &c->quotas[j->tix * c->npools + pl];
+		double		freed[GS_NRES] = {0, 0, 0, 0};
+		bool		ok = true;
+
+		if (!(j->pool_mask & (UINT64_C(1) << pl)))
+			continue;
+		for (i = 0; i < st->nrunning; i++)
+			if (st->running[i].released && st->running[i].tix == j->tix && st->running[i].pool == pl)
+				for (r = 0; r < GS_NRES; r++)
+					freed[r] += st->running[i].demand[r];
+		for (r = 0; r < GS_NRES && ok; r++)
+		{
+			double		limit;
+
+			if (q->nominal[r] < 0 && r > 0)
+				continue;		/* not governed */
+			limit = q->has ? Max(q->nominal[r], 0) : 0;
+			if (j->preemptible)
+				limit = (q->has && q->borrow[r] >= 0) ? limit + q->borrow[r] : 1e300;
+			if (q->used[r] - freed[r] + jd[r] > limit + 1e-9)
+				ok = false;
+		}
+		if (ok)
+			return true;
+	}
+	return false;
+}
+
 static bool
 fits(GsPlacer *p, GsJob *j)
 {
 	GsWhy		why;
 
+	if (j->quota_blocked && search_state != NULL && !quota_after_swap(search_state, j))
+		return false;
 	return gs_probe(p, j, &why);
 }
 
@@ -251,6 +300,8 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 			continue;
 		if (r->tix == j->tix)
 			ok = (r->priority < j->priority);	/* priority */
+		else if (j->quota_blocked)
+			ok = false;			/* its own quota blocks it: only its team's work */
 		else if (r->borrowed && r->tix >= 0)
 		{
 			if (!j->try_borrowing)
@@ -278,6 +329,7 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 	}
 	qsort(cands, nc, sizeof(Cand), cmp_cand);
 
+	search_state = st;
 	gs_placer_ignore_memo(p, true);
 	/* all candidates, in cost order */
 	if (!greedy_plan(p, j, cands, nc, free_gpus, &best))
