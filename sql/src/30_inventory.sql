@@ -12,7 +12,12 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Name the levels outermost first, for example ARRAY[''zone'', ''spine'', ''rack''].';
     END IF;
-    IF cardinality(levels) > 8 OR array_ndims(levels) <> 1 THEN
+    IF array_ndims(levels) <> 1 THEN
+        RAISE EXCEPTION 'levels must be a one-dimensional array, not % dimensions', array_ndims(levels)
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Name the levels outermost first, for example ARRAY[''zone'', ''spine'', ''rack''].';
+    END IF;
+    IF cardinality(levels) > 8 THEN
         RAISE EXCEPTION 'too many topology levels: %', cardinality(levels)
             USING ERRCODE = 'invalid_parameter_value',
                   DETAIL = 'At most 8 levels above the node are supported.',
@@ -93,10 +98,15 @@ BEGIN
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   HINT = 'Call gangsched.set_topology_levels(ARRAY[''zone'', ''spine'', ''rack'']) before adding nodes.';
     END IF;
-    IF topology IS NULL OR nlevel(topology) <> nlev THEN
+    IF topology IS NULL THEN
+        RAISE EXCEPTION 'topology must not be null'
+            USING ERRCODE = 'null_value_not_allowed',
+                  HINT = 'Give the path of domains that contain the node, outermost first, one label per level.';
+    END IF;
+    IF nlevel(topology) <> nlev THEN
         RAISE EXCEPTION 'topology "%" has % levels, the cluster has %', topology, nlevel(topology), nlev
             USING ERRCODE = 'invalid_parameter_value',
-                  DETAIL = format('The levels are %s.', (SELECT string_agg(name, '.' ORDER BY depth) FROM gangsched.topology_levels)),
+                  DETAIL = format('The levels are %s.', (SELECT string_agg(l.name, '.' ORDER BY l.depth) FROM gangsched.topology_levels l)),
                   HINT = 'Give the path of domains that contain the node, outermost first, one label per level.';
     END IF;
     PERFORM gangsched._check_amount(cpus, 'cpus');
@@ -153,7 +163,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value', HINT = 'Name the dataset as jobs name it in submit(dataset => ...).';
     END IF;
     INSERT INTO gangsched.datasets (node_id, dataset, cached_at) VALUES (n.id, dataset, gangsched.now())
-    ON CONFLICT (node_id, dataset) DO NOTHING;
+    ON CONFLICT ON CONSTRAINT datasets_pkey DO NOTHING;
 END $$;
 
 -- Returns whether the dataset was cached there.

@@ -30,13 +30,61 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
         END)::int
 $$;
 
+-- Workers of one request that each domain at `depth` (0: each pool) could
+-- hold on empty nodes. pack 0 sums what fits node by node; pack 1 counts
+-- whole tensor groups only, each inside one node or group_span domain; pack 2
+-- also whole pipeline replicas, each inside one node or stage_span domain.
+-- Works on node classes and per-domain class counts, never on nodes, and
+-- reads domain counts only at the deepest level where packing needs them.
+CREATE FUNCTION gangsched._capacity(j gangsched.gangs, pools int[], depth int, pack int)
+RETURNS TABLE (pool_id int, domain text, workers bigint)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    d_node  int := gangsched._levels() + 1;
+    rsize   int := j.group_size * j.stages;
+    g_dom   bool := pack >= 1 AND j.group_span < d_node;
+    s_dom   bool := pack >= 2 AND j.stage_span < d_node;
+    base    int := CASE WHEN g_dom THEN j.group_span WHEN s_dom THEN j.stage_span ELSE depth END;
+BEGIN
+    RETURN QUERY
+    WITH fits AS (  -- workers on one node of each eligible class, whole groups or replicas per node
+        SELECT c.id, c.pool_id, c.nodes::bigint AS nodes, CASE
+                   WHEN pack >= 2 AND j.stage_span = d_node THEN f.per / rsize * rsize
+                   WHEN pack >= 1 AND NOT g_dom THEN f.per / j.group_size * j.group_size
+                   ELSE f.per END AS per
+          FROM gangsched.node_classes c,
+               LATERAL (SELECT gangsched._fit(c.cpus, c.mem_gb, c.net_gbps, c.gpus, c.gpu_model, c.gpu_mem_gb, c.gpu_slices,
+                                              j.gpus, j.cpus, j.mem_gb, j.net_gbps, j.gpu_model, j.gpu_mem_gb)::bigint AS per) f
+         WHERE c.pool_id = ANY (pools) AND c.nodes > 0),
+    at_base AS (    -- per pool and domain at the base depth, with the enclosing
+                    -- stage_span and output domains (text keys hash quickly)
+        SELECT f.pool_id, NULL::text AS dom, NULL::text AS sdom, NULL::text AS odom, sum(f.nodes * f.per)::bigint AS cap
+          FROM fits f WHERE base = 0 GROUP BY 1
+        UNION ALL
+        SELECT f.pool_id, dc.domain::text, CASE WHEN s_dom THEN subpath(dc.domain, 0, j.stage_span)::text END,
+               CASE WHEN _capacity.depth > 0 THEN subpath(dc.domain, 0, _capacity.depth)::text END, sum(dc.nodes * f.per)::bigint
+          FROM gangsched.domain_classes dc JOIN fits f ON f.id = dc.class_id
+         WHERE base > 0 AND dc.depth = base GROUP BY 1, 2, 3, 4),
+    grouped AS (    -- whole tensor groups per group_span domain
+        SELECT b.pool_id, b.dom, b.sdom, b.odom,
+               CASE WHEN g_dom THEN b.cap / j.group_size * j.group_size ELSE b.cap END AS cap
+          FROM at_base b),
+    replicas AS (   -- whole pipeline replicas per stage_span domain
+        SELECT g.pool_id, g.odom,
+               CASE WHEN s_dom THEN sum(g.cap)::bigint / rsize * rsize ELSE sum(g.cap)::bigint END AS cap
+          FROM grouped g GROUP BY g.pool_id, CASE WHEN s_dom THEN g.sdom ELSE g.dom END, g.odom)
+    SELECT r.pool_id, CASE WHEN depth = 0 THEN p.name ELSE r.odom END, sum(r.cap)::bigint
+      FROM replicas r JOIN gangsched.pools p ON p.id = r.pool_id
+     GROUP BY 1, 2;
+END $$;
+
 -- Raises the first reason a job could never run; returns nothing otherwise.
 -- Reasons over node classes and per-domain class counts, not nodes.
 CREATE FUNCTION gangsched._admit(j gangsched.gangs) RETURNS void
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     pools      int[];
-    best       int;
+    best       bigint;
     r          record;
     lvl        record;
     d_node     int := gangsched._levels() + 1;
@@ -73,7 +121,10 @@ BEGIN
     END IF;
 
     -- a fraction the devices cannot slice
-    IF j.gpus > 0 AND j.gpus < 1 AND NOT EXISTS (
+    IF j.gpus > 0 AND j.gpus < 1 AND EXISTS (
+           SELECT FROM gangsched.node_classes c
+            WHERE c.pool_id = ANY (pools) AND c.gpus > 0 AND (j.gpu_model IS NULL OR c.gpu_model = j.gpu_model))
+       AND NOT EXISTS (
            SELECT FROM gangsched.node_classes c
             WHERE c.pool_id = ANY (pools) AND c.gpus > 0
               AND (j.gpu_model IS NULL OR c.gpu_model = j.gpu_model)
@@ -95,7 +146,14 @@ BEGIN
       INTO r
       FROM gangsched.node_classes c WHERE c.pool_id = ANY (pools) AND c.nodes > 0;
     IF r.fit < 1 THEN
-        IF j.gpus >= 1 AND j.gpus > COALESCE(r.gpus, 0) THEN
+        IF j.gpus > 0 AND COALESCE(r.gpus, 0) = 0 THEN
+            RAISE EXCEPTION 'no eligible node has GPUs%', COALESCE(' of model ' || j.gpu_model, '')
+                USING ERRCODE = '53S01',
+                      DETAIL = format('The pools this job may use (%s) have no such devices.%s',
+                                      (SELECT string_agg(p.name, ', ' ORDER BY p.name) FROM gangsched.pools p WHERE p.id = ANY (pools)),
+                                      CASE WHEN NOT j.preemptible AND j.pool_id IS NULL THEN ' A non-preemptible job runs only in reserved pools.' ELSE '' END),
+                      HINT = 'Choose another pool or GPU model, or ask for gpus => 0 for a CPU-only worker.';
+        ELSIF j.gpus >= 1 AND j.gpus > COALESCE(r.gpus, 0) THEN
             RAISE EXCEPTION 'worker asks for % GPUs but each eligible node has at most %', trim_scale(j.gpus), COALESCE(r.gpus, 0)
                 USING ERRCODE = '53S01', DETAIL = format('Each eligible node has at most %s GPUs%s.', COALESCE(r.gpus, 0),
                                                          CASE WHEN j.gpu_model IS NOT NULL THEN ' of model ' || j.gpu_model ELSE '' END),
@@ -137,15 +195,21 @@ BEGIN
                                       j.gpus, j.cpus, j.mem_gb, j.net_gbps, j.gpu_model, j.gpu_mem_gb)), NULL
               INTO best, dom
               FROM gangsched.node_classes c WHERE c.pool_id = ANY (pools) AND c.nodes > 0;
-        ELSE
+        ELSIF lvl.k = 1 OR j.group_size * j.stages = 1 THEN
             SELECT s.cap, s.domain INTO best, dom FROM (
                 SELECT dc.domain::text AS domain, c.pool_id,
-                       sum(dc.nodes * gangsched._fit(c.cpus, c.mem_gb, c.net_gbps, c.gpus, c.gpu_model, c.gpu_mem_gb, c.gpu_slices,
-                                                     j.gpus, j.cpus, j.mem_gb, j.net_gbps, j.gpu_model, j.gpu_mem_gb)) AS cap
+                       sum(dc.nodes::bigint * gangsched._fit(c.cpus, c.mem_gb, c.net_gbps, c.gpus, c.gpu_model, c.gpu_mem_gb, c.gpu_slices,
+                                                             j.gpus, j.cpus, j.mem_gb, j.net_gbps, j.gpu_model, j.gpu_mem_gb)) AS cap
                   FROM gangsched.domain_classes dc JOIN gangsched.node_classes c ON c.id = dc.class_id
                  WHERE dc.depth = lvl.depth AND c.pool_id = ANY (pools)
                  GROUP BY 1, 2) s
-             ORDER BY s.cap DESC LIMIT 1;
+             ORDER BY s.cap DESC, s.domain LIMIT 1;
+        ELSE
+            -- a replica counts whole tensor groups only; the gang whole
+            -- groups and whole replicas
+            SELECT c.workers, c.domain INTO best, dom
+              FROM gangsched._capacity(j, pools, lvl.depth, lvl.k - 1) c
+             ORDER BY c.workers DESC, c.domain LIMIT 1;
         END IF;
         IF COALESCE(best, 0) < lvl.n THEN
             RAISE EXCEPTION '% does not fit inside one %', lvl.what, gangsched._level_name(lvl.depth)
@@ -157,12 +221,18 @@ BEGIN
     END LOOP;
 
     -- the whole gang inside one eligible pool
-    SELECT s.cap, s.name INTO best, dom FROM (
-        SELECT p.name, sum(c.nodes * gangsched._fit(c.cpus, c.mem_gb, c.net_gbps, c.gpus, c.gpu_model, c.gpu_mem_gb, c.gpu_slices,
-                                                     j.gpus, j.cpus, j.mem_gb, j.net_gbps, j.gpu_model, j.gpu_mem_gb)) AS cap
-          FROM gangsched.node_classes c JOIN gangsched.pools p ON p.id = c.pool_id
-         WHERE c.pool_id = ANY (pools) GROUP BY p.name) s
-     ORDER BY s.cap DESC LIMIT 1;
+    IF j.group_size * j.stages = 1 THEN
+        SELECT s.cap, s.name INTO best, dom FROM (
+            SELECT p.name, sum(c.nodes::bigint * gangsched._fit(c.cpus, c.mem_gb, c.net_gbps, c.gpus, c.gpu_model, c.gpu_mem_gb, c.gpu_slices,
+                                                                 j.gpus, j.cpus, j.mem_gb, j.net_gbps, j.gpu_model, j.gpu_mem_gb)) AS cap
+              FROM gangsched.node_classes c JOIN gangsched.pools p ON p.id = c.pool_id
+             WHERE c.pool_id = ANY (pools) GROUP BY p.name) s
+         ORDER BY s.cap DESC, s.name LIMIT 1;
+    ELSE
+        SELECT c.workers, c.domain INTO best, dom
+          FROM gangsched._capacity(j, pools, 0, 2) c
+         ORDER BY c.workers DESC, c.domain LIMIT 1;
+    END IF;
     IF best < j.workers THEN
         RAISE EXCEPTION 'the gang of % workers is larger than every eligible pool', j.workers
             USING ERRCODE = '53S04',

@@ -39,12 +39,12 @@ BEGIN
         RAISE EXCEPTION 'group_size and stages must be at least 1'
             USING ERRCODE = 'invalid_parameter_value', HINT = 'Use 1 for a dimension the job does not use.';
     END IF;
-    IF workers % (group_size * stages) <> 0 THEN
+    IF workers % (group_size::bigint * stages) <> 0 THEN
         RAISE EXCEPTION 'workers (%) is not divisible by group_size × stages (% × %)', workers, group_size, stages
             USING ERRCODE = 'invalid_parameter_value',
                   DETAIL = 'Data-parallel replicas are workers / (group_size × stages) and must be whole.',
-                  HINT = format('Use a multiple of %s workers, for example %s.', group_size * stages,
-                                greatest(1, round(workers::numeric / (group_size * stages))) * group_size * stages);
+                  HINT = format('Use a multiple of %s workers, for example %s.', group_size::bigint * stages,
+                                greatest(1, round(workers::numeric / (group_size::bigint * stages))) * group_size::bigint * stages);
     END IF;
     IF locality IS NULL OR locality NOT IN ('none', 'preferred', 'required') THEN
         RAISE EXCEPTION 'invalid locality "%"', locality
@@ -120,7 +120,8 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- End the current allocations of the given jobs (history kept), free their
--- slots and tell each node's agent. Returns the allocations ended.
+-- slots and tell each node's agent. Returns the allocations ended. An
+-- allocation ended in the instant it began becomes [t, t], never empty.
 CREATE FUNCTION gangsched._end_allocations(jobs bigint[], why text, agent_event text) RETURNS int
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -129,7 +130,8 @@ DECLARE
 BEGIN
     WITH ended AS (
         UPDATE gangsched.allocations a
-           SET during = tstzrange(lower(a.during), GREATEST(lower(a.during), t), '[)'), end_reason = why
+           SET during = tstzrange(lower(a.during), GREATEST(lower(a.during), t),
+                                  CASE WHEN t > lower(a.during) THEN '[)' ELSE '[]' END), end_reason = why
          WHERE a.job = ANY (jobs) AND upper_inf(a.during)
         RETURNING a.job, a.node_id),
     told AS (

@@ -15,9 +15,10 @@ BEGIN
     END IF;
     PERFORM gangsched._end_allocations(jobs, why, agent_event);
     DELETE FROM gangsched.holds WHERE job = ANY (jobs);
-    WITH before AS (  -- lost work from the rows as they are before the update
-        SELECT g.id, gangsched._lost_gpu_seconds(g) AS lost
-          FROM gangsched.gangs g
+    -- the work lost is computed from the rows as they were: RETURNING sees
+    -- the updated row, whose started_at is already cleared
+    WITH o AS (
+        SELECT g.id, gangsched._lost_gpu_seconds(g) AS lost FROM gangsched.gangs g
          WHERE g.id = ANY (jobs) AND g.state IN ('nominated', 'placed', 'running', 'preempting')),
     r AS (
         UPDATE gangsched.gangs g
@@ -25,10 +26,10 @@ BEGIN
                preempt_deadline = NULL, preempted_for = NULL, requeues = g.requeues + 1,
                preemptions = g.preemptions + (g.state = 'preempting')::int,
                queued_at = gangsched.now(),
-               lost_gpu_seconds = g.lost_gpu_seconds + b.lost, reason = why
-          FROM before b
-         WHERE g.id = b.id AND g.state IN ('nominated', 'placed', 'running', 'preempting')
-        RETURNING g.id, g.team_id, b.lost)
+               lost_gpu_seconds = g.lost_gpu_seconds + o.lost, reason = why
+          FROM o
+         WHERE g.id = o.id
+        RETURNING g.id, g.team_id, o.lost)
     INSERT INTO gangsched.events (at, kind, job, team_id, reason, detail)
     SELECT gangsched.now(), 'requeued', r.id, r.team_id, why, jsonb_build_object('lost_gpu_seconds', round(r.lost, 3))
       FROM r;

@@ -3,9 +3,11 @@
 /* ------------------------------------------------------------------ */
 
 -- One row per violation; none when healthy. Numbers follow SPEC.md.
+-- jit is off: the unnest/generate_series estimates make the plan look costly
+-- enough to JIT-compile (seconds) although the rows are few.
 CREATE FUNCTION gangsched.check_invariants()
 RETURNS TABLE (invariant int, job bigint, node text, detail text)
-LANGUAGE sql STABLE AS $$
+LANGUAGE sql STABLE SET jit = off AS $$
 WITH cur AS (
     SELECT a.*, n.name AS node_name, n.topology
       FROM gangsched.allocations a JOIN gangsched.nodes n ON n.id = a.node_id
@@ -25,16 +27,19 @@ SELECT 1, cs.job, n.name, format('slot %s (device %s) of a current allocation is
   FROM cur_slots cs JOIN gangsched.nodes n ON n.id = cs.node_id
  WHERE NOT EXISTS (SELECT FROM gangsched.held_slots h WHERE h.node_id = cs.node_id AND h.slot = cs.slot AND h.job = cs.job AND h.worker = cs.worker)
 UNION ALL
-SELECT 1, h.job, n.name, format('held slot %s belongs to no current allocation of job %s', h.slot, h.job)
-  FROM gangsched.held_slots h JOIN gangsched.nodes n ON n.id = h.node_id
+SELECT 1, h.job, COALESCE(n.name, '#' || h.node_id), format('held slot %s belongs to no current allocation of job %s', h.slot, h.job)
+  FROM gangsched.held_slots h LEFT JOIN gangsched.nodes n ON n.id = h.node_id
  WHERE NOT EXISTS (SELECT FROM cur_slots cs WHERE cs.node_id = h.node_id AND cs.slot = h.slot AND cs.job = h.job AND cs.worker = h.worker)
 UNION ALL
 SELECT 1, o.job, n.name, format('device slot %s held by jobs %s and %s at overlapping times', o.slot, o.prev_job, o.job)
   FROM hist_ordered o JOIN gangsched.nodes n ON n.id = o.node_id
  WHERE o.prev_upper > lower(o.during)
 UNION ALL
-SELECT 1, c.job, c.node_name, format('allocation %s uses device %s beyond the node''s %s devices or slices %s..%s beyond %s',
-                                     c.id, d.device, n.gpus, c.first_slice, c.first_slice + c.slices - 1, n.gpu_slices)
+SELECT 1, c.job, c.node_name, CASE WHEN d.device >= n.gpus OR d.device < 0
+                                   THEN format('allocation %s uses device %s but the node has %s', c.id, d.device,
+                                               CASE WHEN n.gpus = 0 THEN 'no devices' ELSE format('devices 0..%s', n.gpus - 1) END)
+                                   ELSE format('allocation %s uses slices %s..%s of device %s, which has slices 0..%s',
+                                               c.id, c.first_slice, c.first_slice + c.slices - 1, d.device, n.gpu_slices - 1) END
   FROM cur c JOIN gangsched.nodes n ON n.id = c.node_id, unnest(c.devices) d(device)
  WHERE d.device >= n.gpus OR d.device < 0 OR c.first_slice < 0 OR c.first_slice + c.slices > n.gpu_slices
 UNION ALL
@@ -54,8 +59,20 @@ SELECT 3, j.id, NULL, format('job is %s and holds %s allocations (ranks %s disti
  WHERE (j.state IN ('placed', 'running', 'preempting') AND (s.n IS DISTINCT FROM j.workers OR s.ranks IS DISTINCT FROM j.workers::bigint))
     OR (j.state NOT IN ('placed', 'running', 'preempting') AND s.n > 0)
 UNION ALL
+SELECT 3, a.job, CASE WHEN n.id IS NULL THEN '#' || a.node_id ELSE n.name END,
+       format('current allocation %s belongs to %s', a.id,
+              CASE WHEN n.id IS NULL THEN 'a node that does not exist' ELSE 'a job that does not exist' END)
+  FROM gangsched.allocations a LEFT JOIN gangsched.nodes n ON n.id = a.node_id
+ WHERE upper_inf(a.during)
+   AND (n.id IS NULL OR NOT EXISTS (SELECT FROM gangsched.gangs g WHERE g.id = a.job))
+UNION ALL
 SELECT 3, c.job, c.node_name, format('worker %s holds %s GPUs (%s devices × %s slices), %s cpus, %s mem_gb, %s net_gbps; the job asks for %s, %s, %s, %s',
                                      c.worker, c.gpus, cardinality(c.devices), c.slices, c.cpus, c.mem_gb, c.net_gbps, j.gpus, j.cpus, j.mem_gb, j.net_gbps)
+       || CASE WHEN j.gpus > 0 AND j.gpu_model IS NOT NULL AND n.gpu_model IS DISTINCT FROM j.gpu_model
+               THEN format('; the node''s devices are %s, the job asks for %s', COALESCE(n.gpu_model, 'of no model'), j.gpu_model) ELSE '' END
+       || CASE WHEN j.gpus > 0 AND j.gpu_mem_gb IS NOT NULL AND COALESCE(n.gpu_mem_gb, 0) < j.gpu_mem_gb
+               THEN format('; the node''s devices have %s GB, the job asks for %s', COALESCE(n.gpu_mem_gb, 0), j.gpu_mem_gb) ELSE '' END
+       || CASE WHEN j.pool_id IS NOT NULL AND n.pool_id <> j.pool_id THEN '; the node is outside the job''s pool' ELSE '' END
   FROM cur c JOIN gangsched.gangs j ON j.id = c.job JOIN gangsched.nodes n ON n.id = c.node_id
  WHERE c.cpus <> j.cpus OR c.mem_gb <> j.mem_gb OR c.net_gbps <> j.net_gbps OR c.gpus <> j.gpus
     OR (j.gpus >= 1 AND (cardinality(c.devices) <> j.gpus OR c.first_slice <> 0 OR c.slices <> n.gpu_slices))
@@ -65,7 +82,7 @@ SELECT 3, c.job, c.node_name, format('worker %s holds %s GPUs (%s devices × %s 
     OR (j.gpus > 0 AND j.gpu_mem_gb IS NOT NULL AND COALESCE(n.gpu_mem_gb, 0) < j.gpu_mem_gb)
     OR (j.pool_id IS NOT NULL AND n.pool_id <> j.pool_id)
 UNION ALL
-SELECT 3, s.job, NULL, format('%s %s spans %s %s domains', s.what, s.k, s.domains, gangsched._level_name(s.depth))
+SELECT 3, s.job, NULL, format('%s %s spans %s %s domains', s.what, s.k, s.domains, COALESCE(gangsched._level_name(s.depth), 'pool'))
   FROM (SELECT c.job, 'tensor group' what, c.worker / j.group_size k, j.group_span depth,
                count(DISTINCT gangsched._domain(c.topology, c.node_name, j.group_span)) domains
           FROM cur c JOIN gangsched.gangs j ON j.id = c.job GROUP BY 1, 2, 3, 4
@@ -94,6 +111,10 @@ SELECT 4, a.job, NULL, format('allocation %s (%s) lies outside job''s placed int
     OR (upper_inf(a.during) AND lower(a.during) IS DISTINCT FROM j.placed_at)
     OR (j.finished_at IS NOT NULL AND upper(a.during) > j.finished_at)
 UNION ALL
+SELECT 4, a.job, NULL, format('allocation %s (%s) belongs to a job that does not exist', a.id, a.during)
+  FROM gangsched.allocations a
+ WHERE NOT EXISTS (SELECT FROM gangsched.gangs g WHERE g.id = a.job)
+UNION ALL
 SELECT 4, NULL, NULL, format('history guard trigger %s on %s is missing or disabled', g.tgname, g.rel)
   FROM (VALUES ('allocations_update_guard', 'gangsched.allocations'), ('allocations_delete_guard', 'gangsched.allocations'),
                ('events_append_only', 'gangsched.events')) g(tgname, rel)
@@ -110,6 +131,17 @@ SELECT 5, h.job, n.name, format('slot %s held for nominated job %s is allocated 
   JOIN gangsched.gangs v ON v.id = hs.job
  WHERE hs.job <> h.job
    AND NOT (v.state = 'preempting' AND v.preempted_for = h.job)
+UNION ALL
+SELECT 5, NULL, n.name, format('node over-committed with the capacity held on it: held cpus %s, mem_gb %s, net_gbps %s, allocated to others %s, %s, %s; the node has %s, %s, %s',
+                               h.cpus, h.mem, h.net, COALESCE(o.cpus, 0), COALESCE(o.mem, 0), COALESCE(o.net, 0), n.cpus, n.mem_gb, n.net_gbps)
+  FROM (SELECT node_id, sum(cpus) cpus, sum(mem_gb) mem, sum(net_gbps) net FROM gangsched.holds GROUP BY node_id) h
+  JOIN gangsched.nodes n ON n.id = h.node_id
+  LEFT JOIN (SELECT c.node_id, sum(c.cpus) cpus, sum(c.mem_gb) mem, sum(c.net_gbps) net
+               FROM cur c JOIN gangsched.gangs v ON v.id = c.job
+              WHERE NOT (v.state = 'preempting'
+                         AND EXISTS (SELECT FROM gangsched.holds h2 WHERE h2.job = v.preempted_for AND h2.node_id = c.node_id))
+              GROUP BY c.node_id) o ON o.node_id = h.node_id
+ WHERE h.cpus + COALESCE(o.cpus, 0) > n.cpus OR h.mem + COALESCE(o.mem, 0) > n.mem_gb OR h.net + COALESCE(o.net, 0) > n.net_gbps
 UNION ALL
 SELECT 5, h.job, NULL, format('job holds capacity but is %s', j.state)
   FROM (SELECT DISTINCT job FROM gangsched.holds) h JOIN gangsched.gangs j ON j.id = h.job
