@@ -80,8 +80,13 @@ run(const char *sql, int expect)
 				t1;
 	int			rc;
 
+	MemoryContext cxt = CurrentMemoryContext;
+
 	INSTR_TIME_SET_CURRENT(t0);
-	rc = SPI_execute(sql, true, 0);
+	/* not read-only: each query sees what the round changed before it */
+	rc = SPI_execute(sql, false, 0);
+	/* SPI leaves its procedure context current: keep the caller's */
+	MemoryContextSwitchTo(cxt);
 	INSTR_TIME_SET_CURRENT(t1);
 	INSTR_TIME_SUBTRACT(t1, t0);
 	elog(DEBUG2, "gangsched load: %.2f ms, %lu rows: %.50s", INSTR_TIME_GET_MILLISEC(t1),
@@ -289,6 +294,12 @@ job_destroy(DestReceiver *self)
 GsState *
 gs_load_state(void)
 {
+	return gs_load_state_ex(true);
+}
+
+GsState *
+gs_load_state_ex(bool queue)
+{
 	GsState    *st = palloc0(sizeof(GsState));
 	GsCluster  *c = palloc0(sizeof(GsCluster));
 	int			i,
@@ -444,6 +455,9 @@ gs_load_state(void)
 		}
 	}
 
+	if (!queue)
+		return st;
+
 	/*
 	 * Resources held now, per node and team: current allocations and the
 	 * capacity held for nominated jobs. They leave the node's free host
@@ -525,7 +539,7 @@ gs_load_state(void)
 		r.cap = 1024;
 		st->jobs = palloc0(sizeof(GsJob) * r.cap);
 		memset(&opts, 0, sizeof(opts));
-		opts.read_only = true;
+		opts.read_only = false;
 		opts.dest = (DestReceiver *) &r;
 		rc = SPI_execute_extended(
 			"SELECT g.id, g.team_id, g.priority, g.queue_pos, g.workers, g.f_gpus, g.f_cpus,"
@@ -534,6 +548,7 @@ gs_load_state(void)
 			"       g.dataset, CASE g.locality WHEN 'required' THEN 2 WHEN 'preferred' THEN 1 ELSE 0 END,"
 			"       hashtext(g.reason), g.queued_at, extract(epoch FROM g.queue_timeout)::float8"
 			"  FROM gangsched.gangs g WHERE g.state = 'pending'", &opts);
+		MemoryContextSwitchTo(r.cxt);
 		/* with a receiver of our own, SPI reports a SELECT as a utility */
 		if (rc != SPI_OK_SELECT && rc != SPI_OK_UTILITY)
 			elog(ERROR, "gangsched loader: loading pending jobs failed (%d)", rc);

@@ -85,11 +85,60 @@ plan_better(const Plan *a, const Plan *b)
 	return a->n < b->n;
 }
 
+/* The search in progress (a job blocked by its own team's quota). */
+static GsState *search_state = NULL;
+
+/*
+ * For a job its own team's quota blocks: with the victims now released,
+ * would the team be within its limit (nominal, plus the borrowing limit
+ * for preemptible work) in some pool the job may use?
+ */
+static bool
+quota_after_swap(GsState *st, GsJob *j)
+{
+	GsCluster  *c = st->cluster;
+	double		jd[GS_NRES] = {j->gpus * j->workers, j->cpus * j->workers, j->mem * j->workers, j->net * j->workers};
+	int			pl,
+				r,
+				i;
+
+	for (pl = 0; pl < c->npools && pl < 64; pl++)
+	{
+		GsQuota    *q = &c->quotas[j->tix * c->npools + pl];
+		double		freed[GS_NRES] = {0, 0, 0, 0};
+		bool		ok = true;
+
+		if (!(j->pool_mask & (UINT64_C(1) << pl)))
+			continue;
+		for (i = 0; i < st->nrunning; i++)
+			if (st->running[i].released && st->running[i].tix == j->tix && st->running[i].pool == pl)
+				for (r = 0; r < GS_NRES; r++)
+					freed[r] += st->running[i].demand[r];
+		for (r = 0; r < GS_NRES && ok; r++)
+		{
+			double		limit;
+
+			if (q->nominal[r] < 0 && r > 0)
+				continue;		/* not governed */
+			limit = q->has ? Max(q->nominal[r], 0) : 0;
+			if (j->preemptible)
+				limit = (q->has && q->borrow[r] >= 0) ? limit + q->borrow[r] : 1e300;
+			if (q->used[r] - freed[r] + jd[r] > limit + 1e-9)
+				ok = false;
+		}
+		if (ok)
+			return true;
+	}
+	return false;
+}
+
 static bool
 fits(GsPlacer *p, GsJob *j)
 {
 	GsWhy		why;
 
+	if (j->quota_blocked && search_state != NULL && !quota_after_swap(search_state, j))
+		return false;
 	return gs_probe(p, j, &why);
 }
 
@@ -150,12 +199,14 @@ plan_fair(const GsCluster *c, const GsJob *j, const Plan *pl, double my_after)
  * found it. Returns false if even all of them are not enough.
  */
 static bool
-greedy_plan(GsPlacer *p, GsJob *j, Cand *cands, int n, Plan *out)
+greedy_plan(GsPlacer *p, GsJob *j, Cand *cands, int n, double free_gpus, Plan *out)
 {
 	int			k,
 				used = 0;
 	bool		ok = false;
 	GsRunning **chosen = palloc(sizeof(GsRunning *) * Max(n, 1));
+	double		need = j->gpus * j->workers;
+	double		have = free_gpus;
 
 	for (k = 0; k < n; k++)
 	{
@@ -163,7 +214,9 @@ greedy_plan(GsPlacer *p, GsJob *j, Cand *cands, int n, Plan *out)
 			continue;
 		gs_model_release(p, cands[k].r, true);
 		chosen[used++] = cands[k].r;
-		if (fits(p, j))
+		have += cands[k].r->gpus_total;
+		/* placing is only worth trying once enough GPUs could be free */
+		if (have + 1e-9 >= need && fits(p, j))
 		{
 			ok = true;
 			break;
@@ -219,6 +272,7 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 				d;
 	double		jd[GS_NRES] = {j->gpus * j->workers, j->cpus * j->workers, j->mem * j->workers, j->net * j->workers};
 	double		my_after;
+	double		free_gpus = 0;
 	Plan		best = {0},
 				plan;
 	GsWhy		why;
@@ -228,6 +282,9 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 	if (!st->running_loaded)
 		return false;
 	my_after = share_with(c, j->tix, jd, 1.0);
+	for (i = 0; i < c->npools && i < 64; i++)
+		if (j->pool_mask & (UINT64_C(1) << i))
+			free_gpus += Max(c->pools[i].capacity[GS_GPU] - c->pools[i].used[GS_GPU], 0);
 
 	cands = palloc(sizeof(Cand) * Max(st->nrunning, 1));
 	for (i = 0; i < st->nrunning && nc < MAX_CANDIDATES; i++)
@@ -243,6 +300,8 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 			continue;
 		if (r->tix == j->tix)
 			ok = (r->priority < j->priority);	/* priority */
+		else if (j->quota_blocked)
+			ok = false;			/* its own quota blocks it: only its team's work */
 		else if (r->borrowed && r->tix >= 0)
 		{
 			if (!j->try_borrowing)
@@ -259,11 +318,21 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 	}
 	if (nc == 0)
 		return false;
+	/* not enough GPUs even if every candidate left: no search */
+	{
+		double		sum = free_gpus;
+
+		for (i = 0; i < nc; i++)
+			sum += cands[i].r->gpus_total;
+		if (sum + 1e-9 < jd[GS_GPU])
+			return false;
+	}
 	qsort(cands, nc, sizeof(Cand), cmp_cand);
 
+	search_state = st;
 	gs_placer_ignore_memo(p, true);
 	/* all candidates, in cost order */
-	if (!greedy_plan(p, j, cands, nc, &best))
+	if (!greedy_plan(p, j, cands, nc, free_gpus, &best))
 	{
 		gs_placer_ignore_memo(p, false);
 		return false;			/* even all of them would not make room */
@@ -278,7 +347,7 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 		memcpy(big, cands, sizeof(Cand) * nc);
 		qsort(big, nc, sizeof(Cand), cmp_larger);
 		for (i = 0; i < nc && i < MAX_SINGLES; i++)
-			if (greedy_plan(p, j, &big[i], 1, &plan) && plan_fair(c, j, &plan, my_after) &&
+			if (greedy_plan(p, j, &big[i], 1, free_gpus, &plan) && plan_fair(c, j, &plan, my_after) &&
 				plan_better(&plan, &best))
 				best = plan;
 		pfree(big);
@@ -329,7 +398,7 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 				if (inside)
 					sub[m++] = cands[i];
 			}
-			if (m > 0 && greedy_plan(p, j, sub, m, &plan) && plan_fair(c, j, &plan, my_after) &&
+			if (m > 0 && greedy_plan(p, j, sub, m, free_gpus, &plan) && plan_fair(c, j, &plan, my_after) &&
 				plan_better(&plan, &best))
 				best = plan;
 			pfree(sub);

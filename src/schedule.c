@@ -101,6 +101,40 @@ gs_decide(GsState *st, GsDecision *out)
 		gs_order_failed(out->order, j);
 	}
 
+	/*
+	 * Jobs their own team's quota blocks may still take the place of the
+	 * team's lower-priority work (the priority trigger): the quota is
+	 * checked with those victims gone.
+	 */
+	if (gs_preemption)
+	{
+		int			n = gs_order_count(out->order);
+
+		for (i = 0; i < n && searches < GS_MAX_PREEMPT_SEARCHES; i++)
+		{
+			j = gs_order_at(out->order, i);
+			if (!j->quota_blocked || j->nominated || j->placed || j->expiring)
+				continue;
+			if (!st->running_loaded && st->load_running)
+				st->load_running(st);
+			searches++;
+			j->pool_mask = gs_eligible_pools(c, j);
+			if (gs_preempt(out->placer, st, j, gs_restart_cost_s, gs_min_runtime_s))
+			{
+				StringInfoData s;
+
+				initStringInfo(&s);
+				appendStringInfo(&s, "waiting for %d job%s to release capacity (%s)",
+								 j->nvictims, j->nvictims == 1 ? "" : "s", j->trigger);
+				j->reason = s.data;
+				j->quota_blocked = false;
+				out->nominated++;
+				out->preempted += j->nvictims;
+				gs_order_placed(out->order, j);
+			}
+		}
+	}
+
 	/* expiring jobs: what they would wait for now becomes their last reason */
 	for (i = 0; i < st->njobs; i++)
 	{

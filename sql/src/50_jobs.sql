@@ -93,7 +93,11 @@ BEGIN
     j.gpu_model := CASE WHEN gpus > 0 THEN gpu_model END;
     j.gpu_mem_gb := CASE WHEN gpus > 0 THEN gpu_mem_gb END;
     j.dataset := dataset; j.locality := locality;
-    PERFORM gangsched._admit(j);
+    -- the C fast path admits in microseconds; anything it does not certify
+    -- goes through the SQL checks, which raise the precise error
+    IF NOT gangsched._admit_fast(j) THEN
+        PERFORM gangsched._admit(j);
+    END IF;
 
     INSERT INTO gangsched.gangs (team_id, name, workers, gpus, cpus, mem_gb, net_gbps, gpu_model, gpu_mem_gb,
                                 priority, preemptible, pool_id, group_size, group_span, stages, stage_span, span,
