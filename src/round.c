@@ -25,11 +25,14 @@
 #include "utils/array.h"
 #include "common/hashfn.h"
 #include "utils/builtins.h"
+#include "utils/rangetypes.h"
+#include "utils/typcache.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "fair.h"
+#include "bulk.h"
 #include "guc.h"
 #include "loader.h"
 #include "order.h"
@@ -334,6 +337,152 @@ write_nominations(GsState *st, GsDecision *dec, TimestampTz now)
 	}
 }
 
+/*
+ * Allocation rows of the placed gangs, written like COPY (src/bulk.c). The
+ * exact numeric amounts and the team come from the jobs' rows, read in one
+ * query.
+ */
+static void
+bulk_allocations(Cols *al, int64 *jobs, int njobs, TimestampTz now)
+{
+	Oid			types[1] = {INT8ARRAYOID};
+	Datum		values[1];
+	SPITupleTable *tt;
+	int			nrows,
+				k;
+	int64	   *ids;
+	TypeCacheEntry *rtc = lookup_type_cache(TSTZRANGEOID, TYPECACHE_RANGE_INFO);
+	RangeBound	lower = {0},
+				upper = {0};
+	Datum		during;
+	GsBulk	   *b;
+	AttrNumber	a_id,
+				a_job,
+				a_worker,
+				a_node,
+				a_team,
+				a_devices,
+				a_first,
+				a_slices,
+				a_gpus,
+				a_cpus,
+				a_mem,
+				a_net,
+				a_borrowed,
+				a_during;
+
+	values[0] = int8_array(jobs, njobs);
+	exec_args("SELECT g.id, g.team_id, g.gpus, g.cpus, g.mem_gb, g.net_gbps, g.borrowed"
+			  "  FROM gangsched.gangs g WHERE g.id = ANY ($1) ORDER BY g.id",
+			  1, types, values, SPI_OK_SELECT);
+	tt = SPI_tuptable;
+	nrows = (int) SPI_processed;
+	ids = palloc(sizeof(int64) * Max(nrows, 1));
+	for (k = 0; k < nrows; k++)
+	{
+		bool		isnull;
+
+		ids[k] = DatumGetInt64(SPI_getbinval(tt->vals[k], tt->tupdesc, 1, &isnull));
+	}
+
+	lower.val = TimestampTzGetDatum(now);
+	lower.inclusive = true;
+	lower.lower = true;
+	upper.infinite = true;
+	upper.lower = false;
+	during = RangeTypePGetDatum(make_range(rtc, &lower, &upper, false));
+
+	b = gs_bulk_begin("allocations");
+	a_id = gs_bulk_attnum(b, "id");
+	a_job = gs_bulk_attnum(b, "job");
+	a_worker = gs_bulk_attnum(b, "worker");
+	a_node = gs_bulk_attnum(b, "node_id");
+	a_team = gs_bulk_attnum(b, "team_id");
+	a_devices = gs_bulk_attnum(b, "devices");
+	a_first = gs_bulk_attnum(b, "first_slice");
+	a_slices = gs_bulk_attnum(b, "slices");
+	a_gpus = gs_bulk_attnum(b, "gpus");
+	a_cpus = gs_bulk_attnum(b, "cpus");
+	a_mem = gs_bulk_attnum(b, "mem_gb");
+	a_net = gs_bulk_attnum(b, "net_gbps");
+	a_borrowed = gs_bulk_attnum(b, "borrowed");
+	a_during = gs_bulk_attnum(b, "during");
+	for (k = 0; k < al->n; k++)
+	{
+		TupleTableSlot *ts;
+		int			lo = 0,
+					hi = nrows - 1,
+					row = -1;
+		HeapTuple	jt;
+		bool		isnull;
+		Datum		devs[GS_MAX_GPUS];
+		int			nd = 0;
+		char	   *c;
+
+		while (lo <= hi)
+		{
+			int			mid = (lo + hi) / 2;
+
+			if (ids[mid] == al->job[k])
+			{
+				row = mid;
+				break;
+			}
+			if (ids[mid] < al->job[k])
+				lo = mid + 1;
+			else
+				hi = mid - 1;
+		}
+		if (row < 0)
+			elog(ERROR, "gangsched round: placed job " INT64_FORMAT " vanished", al->job[k]);
+		jt = tt->vals[row];
+		/* devices text '{0,1,...}' back to integers */
+		for (c = al->devices[k]; *c; c++)
+			if (*c >= '0' && *c <= '9')
+			{
+				int			v = 0;
+
+				while (*c >= '0' && *c <= '9')
+					v = v * 10 + (*c++ - '0');
+				devs[nd++] = Int32GetDatum(v);
+				if (*c == '\0')
+					break;
+			}
+
+		ts = gs_bulk_next(b);
+		ts->tts_values[a_id - 1] = gs_bulk_identity(b, a_id);
+		ts->tts_isnull[a_id - 1] = false;
+		ts->tts_values[a_job - 1] = Int64GetDatum(al->job[k]);
+		ts->tts_isnull[a_job - 1] = false;
+		ts->tts_values[a_worker - 1] = Int32GetDatum(al->worker[k]);
+		ts->tts_isnull[a_worker - 1] = false;
+		ts->tts_values[a_node - 1] = Int32GetDatum(al->node[k]);
+		ts->tts_isnull[a_node - 1] = false;
+		ts->tts_values[a_team - 1] = SPI_getbinval(jt, tt->tupdesc, 2, &isnull);
+		ts->tts_isnull[a_team - 1] = false;
+		ts->tts_values[a_devices - 1] =
+			PointerGetDatum(construct_array(devs, nd, INT4OID, 4, true, TYPALIGN_INT));
+		ts->tts_isnull[a_devices - 1] = false;
+		ts->tts_values[a_first - 1] = Int32GetDatum(al->first_slice[k]);
+		ts->tts_isnull[a_first - 1] = false;
+		ts->tts_values[a_slices - 1] = Int32GetDatum(al->slices[k]);
+		ts->tts_isnull[a_slices - 1] = false;
+		ts->tts_values[a_gpus - 1] = SPI_getbinval(jt, tt->tupdesc, 3, &isnull);
+		ts->tts_isnull[a_gpus - 1] = false;
+		ts->tts_values[a_cpus - 1] = SPI_getbinval(jt, tt->tupdesc, 4, &isnull);
+		ts->tts_isnull[a_cpus - 1] = false;
+		ts->tts_values[a_mem - 1] = SPI_getbinval(jt, tt->tupdesc, 5, &isnull);
+		ts->tts_isnull[a_mem - 1] = false;
+		ts->tts_values[a_net - 1] = SPI_getbinval(jt, tt->tupdesc, 6, &isnull);
+		ts->tts_isnull[a_net - 1] = false;
+		ts->tts_values[a_borrowed - 1] = SPI_getbinval(jt, tt->tupdesc, 7, &isnull);
+		ts->tts_isnull[a_borrowed - 1] = false;
+		ts->tts_values[a_during - 1] = during;
+		ts->tts_isnull[a_during - 1] = false;
+	}
+	gs_bulk_end(b);
+}
+
 static void
 write_decisions(GsState *st, GsDecision *dec, TimestampTz now)
 {
@@ -471,38 +620,30 @@ write_decisions(GsState *st, GsDecision *dec, TimestampTz now)
 				  4, types, values, SPI_OK_INSERT);
 	}
 	if (al.n > 0)
-	{
-		Oid			types[7] = {INT8ARRAYOID, INT4ARRAYOID, INT4ARRAYOID, TEXTARRAYOID,
-		INT4ARRAYOID, INT4ARRAYOID, TIMESTAMPTZOID};
-		Datum		values[7];
-
-		values[0] = int8_array(al.job, al.n);
-		values[1] = int4_array(al.worker, al.n);
-		values[2] = int4_array(al.node, al.n);
-		values[3] = text_array(al.devices, al.n);
-		values[4] = int4_array(al.first_slice, al.n);
-		values[5] = int4_array(al.slices, al.n);
-		values[6] = TimestampTzGetDatum(now);
-		exec_args("INSERT INTO gangsched.allocations"
-				  "  (job, worker, node_id, team_id, devices, first_slice, slices, gpus, cpus, mem_gb,"
-				  "   net_gbps, borrowed, during)"
-				  "SELECT u.job, u.worker, u.node, g.team_id, u.devices::int[], u.first_slice, u.slices,"
-				  "       g.gpus, g.cpus, g.mem_gb, g.net_gbps, g.borrowed, tstzrange($7, NULL)"
-				  "  FROM unnest($1, $2, $3, $4, $5, $6) AS u(job, worker, node, devices, first_slice, slices)"
-				  "  JOIN gangsched.gangs g ON g.id = u.job",
-				  7, types, values, SPI_OK_INSERT);
-	}
+		bulk_allocations(&al, p_job, np, now);
 	if (nslot > 0)
 	{
-		Oid			types[4] = {INT4ARRAYOID, INT4ARRAYOID, INT8ARRAYOID, INT4ARRAYOID};
-		Datum		values[4];
+		GsBulk	   *b = gs_bulk_begin("held_slots");
+		AttrNumber	a_node = gs_bulk_attnum(b, "node_id"),
+					a_slot = gs_bulk_attnum(b, "slot"),
+					a_job = gs_bulk_attnum(b, "job"),
+					a_worker = gs_bulk_attnum(b, "worker");
+		int			k;
 
-		values[0] = int4_array(s_node, nslot);
-		values[1] = int4_array(s_slot, nslot);
-		values[2] = int8_array(s_job, nslot);
-		values[3] = int4_array(s_worker, nslot);
-		exec_args("INSERT INTO gangsched.held_slots (node_id, slot, job, worker)"
-				  " SELECT * FROM unnest($1, $2, $3, $4)", 4, types, values, SPI_OK_INSERT);
+		for (k = 0; k < nslot; k++)
+		{
+			TupleTableSlot *ts = gs_bulk_next(b);
+
+			ts->tts_values[a_node - 1] = Int32GetDatum(s_node[k]);
+			ts->tts_isnull[a_node - 1] = false;
+			ts->tts_values[a_slot - 1] = Int32GetDatum(s_slot[k]);
+			ts->tts_isnull[a_slot - 1] = false;
+			ts->tts_values[a_job - 1] = Int64GetDatum(s_job[k]);
+			ts->tts_isnull[a_job - 1] = false;
+			ts->tts_values[a_worker - 1] = Int32GetDatum(s_worker[k]);
+			ts->tts_isnull[a_worker - 1] = false;
+		}
+		gs_bulk_end(b);
 	}
 	if (nw > 0)
 	{
