@@ -89,6 +89,14 @@ plan_better(const Plan *a, const Plan *b)
 static GsState *search_state = NULL;
 
 /*
+ * Placement probes one search may make. A search that has not found room
+ * within them gives up: a round bounds its time, the job waits for the
+ * next round (and the starvation guard).
+ */
+#define MAX_PROBES_PER_SEARCH 96
+static int	probes_left = 0;
+
+/*
  * For a job its own team's quota blocks: with the victims now released,
  * would the team be within its limit (nominal, plus the borrowing limit
  * for preemptible work) in some pool the job may use?
@@ -139,6 +147,9 @@ fits(GsPlacer *p, GsJob *j)
 
 	if (j->quota_blocked && search_state != NULL && !quota_after_swap(search_state, j))
 		return false;
+	if (probes_left <= 0)
+		return false;
+	probes_left--;
 	return gs_probe(p, j, &why);
 }
 
@@ -330,6 +341,7 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 	qsort(cands, nc, sizeof(Cand), cmp_cand);
 
 	search_state = st;
+	probes_left = MAX_PROBES_PER_SEARCH;
 	gs_placer_ignore_memo(p, true);
 	/* all candidates, in cost order */
 	if (!greedy_plan(p, j, cands, nc, free_gpus, &best))

@@ -12,6 +12,7 @@
 #include "postgres.h"
 
 #include "lib/stringinfo.h"
+#include "utils/hsearch.h"
 
 #include "fair.h"
 #include "guc.h"
@@ -19,8 +20,78 @@
 #include "preempt.h"
 #include "schedule.h"
 
-/* Victim searches a round makes at most (each is bounded too). */
-#define GS_MAX_PREEMPT_SEARCHES 256
+/*
+ * Victim searches that found nothing a round tolerates before it stops
+ * searching (each search is bounded too; searches that nominate a job do
+ * not count).
+ */
+#define GS_MAX_FAILED_SEARCHES 64
+
+/* A shape and team whose victim search failed this round, and from how many workers. */
+typedef struct SearchKey
+{
+	double		gpus,
+				cpus,
+				mem,
+				net;
+	uint64_t	pool_mask;
+	int32_t		tix,
+				group_size,
+				stages;
+	int16_t		group_depth,
+				stage_depth,
+				span_depth,
+				flags;
+} SearchKey;
+
+typedef struct SearchMemo
+{
+	SearchKey	key;
+	int32_t		min_workers;
+} SearchMemo;
+
+static void
+search_key(const GsJob *j, SearchKey *k)
+{
+	memset(k, 0, sizeof(*k));
+	k->gpus = j->gpus;
+	k->cpus = j->cpus;
+	k->mem = j->mem;
+	k->net = j->net;
+	k->pool_mask = j->pool_mask;
+	k->tix = j->tix;
+	k->group_size = j->group_size;
+	k->stages = j->stages;
+	k->group_depth = j->group_depth;
+	k->stage_depth = j->stage_depth;
+	k->span_depth = j->span_depth;
+	k->flags = (int16_t) ((j->try_borrowing ? 1 : 0) | (j->quota_blocked ? 2 : 0) | (j->preemptible ? 4 : 0));
+}
+
+/* Victim search with the round's bounds and failure memo. */
+static bool
+try_preempt(GsState *st, GsDecision *out, GsJob *j, HTAB *memo, int *failed)
+{
+	SearchKey	key;
+	SearchMemo *m;
+	bool		found;
+
+	if (*failed >= GS_MAX_FAILED_SEARCHES)
+		return false;
+	search_key(j, &key);
+	m = hash_search(memo, &key, HASH_FIND, &found);
+	if (found && j->workers >= m->min_workers)
+		return false;
+	if (!st->running_loaded && st->load_running)
+		st->load_running(st);
+	if (gs_preempt(out->placer, st, j, gs_restart_cost_s, gs_min_runtime_s))
+		return true;
+	(*failed)++;
+	m = hash_search(memo, &key, HASH_ENTER, &found);
+	if (!found || j->workers < m->min_workers)
+		m->min_workers = j->workers;
+	return false;
+}
 
 void
 gs_mark_expiring(GsState *st, int64_t now, int default_timeout_s)
@@ -43,12 +114,19 @@ gs_decide(GsState *st, GsDecision *out)
 	GsJob	   *j;
 	bool		guard_done = false;
 	int			i;
-	int			searches = 0;
+	int			failed = 0;
+	HTAB	   *memo;
+	HASHCTL		ctl;
 
 	memset(out, 0, sizeof(*out));
 	out->placer = gs_placer_create(c);
 	out->order = gs_order_begin(st, (GsOrderPolicy) gs_queue_order);
 	out->why = palloc0(sizeof(GsWhy) * Max(st->njobs, 1));
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(SearchKey);
+	ctl.entrysize = sizeof(SearchMemo);
+	ctl.hcxt = CurrentMemoryContext;
+	memo = hash_create("gangsched victim searches", 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 
 	while ((j = gs_order_next(out->order)) != NULL)
 	{
@@ -64,12 +142,9 @@ gs_decide(GsState *st, GsDecision *out)
 		}
 		j->reason = gs_why_text(c, j, why, false);
 		/* preemption: victims whose capacity makes a valid placement */
-		if (gs_preemption && searches < GS_MAX_PREEMPT_SEARCHES)
+		if (gs_preemption)
 		{
-			if (!st->running_loaded && st->load_running)
-				st->load_running(st);
-			searches++;
-			if (gs_preempt(out->placer, st, j, gs_restart_cost_s, gs_min_runtime_s))
+			if (try_preempt(st, out, j, memo, &failed))
 			{
 				StringInfoData s;
 
@@ -110,16 +185,13 @@ gs_decide(GsState *st, GsDecision *out)
 	{
 		int			n = gs_order_count(out->order);
 
-		for (i = 0; i < n && searches < GS_MAX_PREEMPT_SEARCHES; i++)
+		for (i = 0; i < n && failed < GS_MAX_FAILED_SEARCHES; i++)
 		{
 			j = gs_order_at(out->order, i);
 			if (!j->quota_blocked || j->nominated || j->placed || j->expiring)
 				continue;
-			if (!st->running_loaded && st->load_running)
-				st->load_running(st);
-			searches++;
 			j->pool_mask = gs_eligible_pools(c, j);
-			if (gs_preempt(out->placer, st, j, gs_restart_cost_s, gs_min_runtime_s))
+			if (try_preempt(st, out, j, memo, &failed))
 			{
 				StringInfoData s;
 
