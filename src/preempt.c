@@ -93,7 +93,7 @@ static GsState *search_state = NULL;
  * within them gives up: a round bounds its time, the job waits for the
  * next round (and the starvation guard).
  */
-#define MAX_PROBES_PER_SEARCH 96
+#define MAX_PROBES_PER_SEARCH 48
 static int	probes_left = 0;
 
 /*

@@ -12,6 +12,7 @@
 #include "postgres.h"
 
 #include "lib/stringinfo.h"
+#include "portability/instr_time.h"
 #include "utils/hsearch.h"
 
 #include "fair.h"
@@ -25,7 +26,7 @@
  * searching (each search is bounded too; searches that nominate a job do
  * not count).
  */
-#define GS_MAX_FAILED_SEARCHES 64
+#define GS_MAX_FAILED_SEARCHES 16
 
 /* A shape and team whose victim search failed this round, and from how many workers. */
 typedef struct SearchKey
@@ -69,12 +70,18 @@ search_key(const GsJob *j, SearchKey *k)
 }
 
 /* Victim search with the round's bounds and failure memo. */
+static double search_ms = 0;
+static int	search_n = 0;
+
 static bool
 try_preempt(GsState *st, GsDecision *out, GsJob *j, HTAB *memo, int *failed)
 {
 	SearchKey	key;
 	SearchMemo *m;
 	bool		found;
+	instr_time	t0,
+				t1;
+	bool		ok;
 
 	if (*failed >= GS_MAX_FAILED_SEARCHES)
 		return false;
@@ -84,7 +91,13 @@ try_preempt(GsState *st, GsDecision *out, GsJob *j, HTAB *memo, int *failed)
 		return false;
 	if (!st->running_loaded && st->load_running)
 		st->load_running(st);
-	if (gs_preempt(out->placer, st, j, gs_restart_cost_s, gs_min_runtime_s))
+	INSTR_TIME_SET_CURRENT(t0);
+	ok = gs_preempt(out->placer, st, j, gs_restart_cost_s, gs_min_runtime_s);
+	INSTR_TIME_SET_CURRENT(t1);
+	INSTR_TIME_SUBTRACT(t1, t0);
+	search_ms += INSTR_TIME_GET_MILLISEC(t1);
+	search_n++;
+	if (ok)
 		return true;
 	(*failed)++;
 	m = hash_search(memo, &key, HASH_ENTER, &found);
@@ -127,6 +140,8 @@ gs_decide(GsState *st, GsDecision *out)
 	ctl.entrysize = sizeof(SearchMemo);
 	ctl.hcxt = CurrentMemoryContext;
 	memo = hash_create("gangsched victim searches", 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	search_ms = 0;
+	search_n = 0;
 
 	while ((j = gs_order_next(out->order)) != NULL)
 	{
@@ -206,6 +221,9 @@ gs_decide(GsState *st, GsDecision *out)
 			}
 		}
 	}
+
+	elog(DEBUG1, "gangsched decide: %d candidates tried, %d victim searches (%d found nothing) in %.1f ms",
+		 out->considered, search_n, failed, search_ms);
 
 	/* expiring jobs: what they would wait for now becomes their last reason */
 	for (i = 0; i < st->njobs; i++)
