@@ -463,14 +463,21 @@ begin_stop(Job *j, double remaining)
 
 /* ---- resync ---- */
 
+/*
+ * node_work() plus, per job, its placed_at (which tells two placements of
+ * the same job apart) and whether its workers are fractional. OFFSET 0
+ * keeps the lookup per row (by primary key), never a scan of every job.
+ */
 static const char *resync_sql =
 "SELECT w.job, w.action, w.worker, w.local_rank, w.local_world_size, w.world_size,"
 "       pg_catalog.array_to_string(w.devices, ','), w.first_slice, w.slices, w.command,"
 "       w.rank0_node,"
 "       extract(epoch FROM w.deadline - gangsched.now())::float8,"
-"       (extract(epoch FROM j.placed_at) * 1000000)::int8,"
-"       j.gpus > 0 AND j.gpus < 1"
-"  FROM gangsched.node_work($1) w JOIN gangsched.jobs j ON j.job = w.job"
+"       j.placed_us, j.fractional"
+"  FROM gangsched.node_work($1) w"
+"  CROSS JOIN LATERAL (SELECT (extract(epoch FROM g.placed_at) * 1000000)::int8 AS placed_us,"
+"                             g.gpus > 0 AND g.gpus < 1 AS fractional"
+"                        FROM gangsched.jobs g WHERE g.job = w.job OFFSET 0) j"
 " ORDER BY w.job, w.worker";
 
 enum
