@@ -73,3 +73,28 @@ installcheck-isolation: submake $(REGRESS_PREP)
 	$(pg_isolation_regress_installcheck) $(ISOLATION_OPTS) $(ISOLATION)
 installcheck-tap:
 	$(prove_installcheck)
+
+# The reference node agent (tools/agent, docs/agent.md): a plain libpq
+# program, built with the module and installed into PostgreSQL's bindir.
+# Explicit rules: PGXS's PROGRAM cannot share a Makefile with MODULE_big.
+AGENT = tools/agent/gangsched-agent
+AGENT_SRCS = $(sort $(wildcard tools/agent/*.c))
+AGENT_CFLAGS = -O2 -g -std=gnu11 -Wall -Wextra -Werror -I$(shell $(PG_CONFIG) --includedir)
+AGENT_LIBS = -L$(shell $(PG_CONFIG) --libdir) -lpq
+
+all: $(AGENT)
+$(AGENT): $(AGENT_SRCS) $(wildcard tools/agent/*.h)
+	$(CC) $(AGENT_CFLAGS) -o $@ $(AGENT_SRCS) $(AGENT_LIBS)
+
+.PHONY: install-agent clean-agent
+install: install-agent
+install-agent: $(AGENT)
+	$(MKDIR_P) '$(DESTDIR)$(bindir)'
+	$(INSTALL_PROGRAM) $(AGENT) '$(DESTDIR)$(bindir)/gangsched-agent'
+clean: clean-agent
+clean-agent:
+	rm -f $(AGENT)
+
+# TAP output test by test ("ok N - ..."), from which tools/gs counts the
+# TAP tests (a plain prove prints one line per file).
+PROVE_FLAGS = --verbose

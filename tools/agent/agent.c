@@ -1,0 +1,865 @@
+/*
+ * agent.c — gangsched-agent: the reference node agent (see docs/agent.md).
+ *
+ * One agent runs on each node. It LISTENs on gangsched_node_<node id>, and
+ * whenever a notification arrives, after every (re)connection and at every
+ * heartbeat it resyncs: SELECT … FROM gangsched.node_work(node) says what
+ * this node must be running, and the agent makes it so — it launches the
+ * workers of jobs placed here and confirms them (job_started), sends SIGTERM
+ * to the workers of preempted jobs and SIGKILL at their deadline, kills the
+ * workers of jobs that are no longer here (killed, cancelled, requeued), and
+ * reports when a job's local workers have all exited (job_released after a
+ * preemption, job_finished otherwise). NOTIFY is only a wake-up: every
+ * decision is taken from node_work, so missed messages do no harm.
+ *
+ * The agent never kills workers because the server went away: it keeps
+ * them, reconnects with exponential backoff and resyncs.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <libpq-fe.h>
+
+#include "agent.h"
+
+#define AGENT_VERSION "0.1"
+#define TICK_MS 200				/* exits of adopted workers, deadlines */
+#define BACKOFF_FIRST 0.5
+#define BACKOFF_MAX 10.0
+#define KILL_MARGIN 0.5			/* SIGKILL this long before the server's deadline */
+
+int			log_level = LOG_INFO;
+
+static const char *node_name = NULL;
+static const char *conninfo = NULL;
+static double heartbeat_s = 10.0;
+
+static PGconn *conn = NULL;
+static int	node_id = -1;
+static bool ever_connected = false;
+static bool need_resync = true;
+static double next_connect = 0;
+static double backoff = BACKOFF_FIRST;
+static double next_heartbeat = 0;
+
+static int	selfpipe[2] = {-1, -1};
+static volatile sig_atomic_t got_stop = 0;
+static volatile sig_atomic_t got_hup = 0;
+
+/* ---- logging and time ---- */
+
+void
+agent_log(int level, const char *fmt,...)
+{
+	static const char *names[] = {"ERROR", "WARNING", "INFO", "DEBUG"};
+	struct timeval tv;
+	struct tm	tm;
+	char		when[64],
+				zone[16];
+	va_list		ap;
+
+	if (level > log_level)
+		return;
+	gettimeofday(&tv, NULL);
+	localtime_r(&tv.tv_sec, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+	strftime(zone, sizeof(zone), "%z", &tm);
+	fprintf(stderr, "%s.%03d %s gangsched-agent[%s] %s: ", when, (int) (tv.tv_usec / 1000), zone,
+			node_name ? node_name : "-", names[level]);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	fflush(stderr);
+}
+
+double
+mono_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* ---- signals ---- */
+
+static void
+wake_self(void)
+{
+	int			save = errno;
+	char		c = 0;
+
+	if (selfpipe[1] >= 0 && write(selfpipe[1], &c, 1) < 0)
+	{
+		/* full pipe: a wake-up is pending anyway */
+	}
+	errno = save;
+}
+
+static void
+on_stop(int sig)
+{
+	got_stop = sig;
+	wake_self();
+}
+
+static void
+on_hup(int sig)
+{
+	(void) sig;
+	got_hup = 1;
+	wake_self();
+}
+
+static void
+on_child(int sig)
+{
+	(void) sig;
+	wake_self();
+}
+
+static void
+setup_signals(void)
+{
+	struct sigaction sa;
+
+	if (pipe2(selfpipe, O_CLOEXEC | O_NONBLOCK) != 0)
+	{
+		agent_log(LOG_ERROR, "pipe: %s", strerror(errno));
+		exit(1);
+	}
+	memset(&sa, 0, sizeof(sa));
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = SA_RESTART;
+	sa.sa_handler = on_stop;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sa.sa_handler = on_hup;
+	sigaction(SIGHUP, &sa, NULL);
+	sa.sa_handler = on_child;
+	sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+	sigaction(SIGCHLD, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
+/* ---- the server ---- */
+
+typedef enum
+{
+	Q_OK,						/* done */
+	Q_STATE,					/* SQLSTATE 55000: the job is not in that state (any more) */
+	Q_ERROR,					/* any other error, logged */
+	Q_LOST						/* the connection is gone */
+} QResult;
+
+static void
+connection_lost(const char *why)
+{
+	agent_log(LOG_WARNING, "connection to the server lost: %s; the local workers keep running, reconnecting",
+			  why && *why ? why : "no detail");
+	PQfinish(conn);
+	conn = NULL;
+	node_id = -1;
+	next_connect = mono_now();	/* at once; then backoff until it works */
+}
+
+/* libpq's messages may run over several lines: keep one log line. */
+static void
+trim_newline(char *s)
+{
+	char	   *p;
+	size_t		n;
+
+	for (p = s; *p; p++)
+		if (*p == '\n' || *p == '\t')
+			*p = ' ';
+	n = strlen(s);
+	while (n > 0 && s[n - 1] == ' ')
+		s[--n] = '\0';
+}
+
+/*
+ * Run one statement. With out, a successful result is handed back (the
+ * caller clears it). A 55000 error is Q_STATE and is left to the caller to
+ * log: for a report it means the job moved on already.
+ */
+static QResult
+query(const char *what, const char *sql, int nparams, const char *const *params, PGresult **out, char *err, size_t errlen)
+{
+	PGresult   *res;
+	ExecStatusType st;
+
+	if (out)
+		*out = NULL;
+	if (err && errlen)
+		err[0] = '\0';
+	if (conn == NULL)
+		return Q_LOST;
+	res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
+	st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+	if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK)
+	{
+		if (out)
+			*out = res;
+		else
+			PQclear(res);
+		return Q_OK;
+	}
+	if (PQstatus(conn) == CONNECTION_BAD)
+	{
+		char		msg[512];
+
+		snprintf(msg, sizeof(msg), "%s", PQerrorMessage(conn));
+		trim_newline(msg);
+		PQclear(res);
+		connection_lost(msg);
+		return Q_LOST;
+	}
+	{
+		const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+		const char *msg = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+		QResult		r = (state && strcmp(state, "55000") == 0) ? Q_STATE : Q_ERROR;
+
+		if (err && errlen)
+			snprintf(err, errlen, "%s", msg ? msg : PQerrorMessage(conn));
+		if (r == Q_ERROR)
+			agent_log(LOG_ERROR, "%s failed: %s%s%s%s", what, msg ? msg : PQerrorMessage(conn),
+					  state ? " (SQLSTATE " : "", state ? state : "", state ? ")" : "");
+		PQclear(res);
+		return r;
+	}
+}
+
+static void
+heartbeat(void)
+{
+	const char *p[1] = {node_name};
+
+	if (query("node_heartbeat", "SELECT gangsched.node_heartbeat($1)", 1, p, NULL, NULL, 0) == Q_OK)
+		agent_log(LOG_DEBUG, "heartbeat sent");
+}
+
+/* Connect, find this node's id, LISTEN; false (and a retry later) on failure. */
+static bool
+try_connect(void)
+{
+	const char *kw[] = {"dbname", "fallback_application_name", NULL};
+	const char *val[] = {conninfo, "gangsched-agent", NULL};
+	const char *p[1] = {node_name};
+	PGresult   *res;
+	char		sql[128];
+	char		err[512];
+	QResult		r;
+
+	conn = PQconnectdbParams(kw, val, 1);
+	if (PQstatus(conn) != CONNECTION_OK)
+	{
+		char		msg[512];
+
+		snprintf(msg, sizeof(msg), "%s", PQerrorMessage(conn));
+		trim_newline(msg);
+		agent_log(ever_connected ? LOG_WARNING : LOG_ERROR, "could not connect to the server: %s (next try in %.1f s)",
+				  msg, backoff);
+		PQfinish(conn);
+		conn = NULL;
+		next_connect = mono_now() + backoff;
+		backoff = backoff * 2 > BACKOFF_MAX ? BACKOFF_MAX : backoff * 2;
+		return false;
+	}
+	r = query("looking up the node", "SELECT id FROM gangsched.nodes WHERE name = $1", 1, p, &res, err, sizeof(err));
+	if (r == Q_LOST)
+		return false;
+	if (r != Q_OK || PQntuples(res) != 1)
+	{
+		if (r == Q_OK)
+			agent_log(LOG_ERROR, "node \"%s\" is not registered in gangsched.nodes (see gangsched.add_node)", node_name);
+		if (res)
+			PQclear(res);
+		if (!ever_connected)
+			exit(1);
+		PQfinish(conn);
+		conn = NULL;
+		next_connect = mono_now() + backoff;
+		backoff = backoff * 2 > BACKOFF_MAX ? BACKOFF_MAX : backoff * 2;
+		return false;
+	}
+	node_id = atoi(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	snprintf(sql, sizeof(sql), "LISTEN gangsched_node_%d", node_id);
+	if (query("LISTEN", sql, 0, NULL, NULL, NULL, 0) != Q_OK)
+	{
+		if (conn)
+		{
+			PQfinish(conn);
+			conn = NULL;
+		}
+		next_connect = mono_now() + backoff;
+		backoff = backoff * 2 > BACKOFF_MAX ? BACKOFF_MAX : backoff * 2;
+		return false;
+	}
+	agent_log(LOG_INFO, "%s database \"%s\" (%s%s%s); node \"%s\" is node %d; listening on gangsched_node_%d",
+			  ever_connected ? "reconnected to" : "connected to", PQdb(conn),
+			  PQhost(conn) ? PQhost(conn) : "", PQport(conn) ? ":" : "", PQport(conn) ? PQport(conn) : "",
+			  node_name, node_id, node_id);
+	ever_connected = true;
+	backoff = BACKOFF_FIRST;
+	need_resync = true;
+	heartbeat();
+	next_heartbeat = mono_now() + heartbeat_s;
+	return conn != NULL;
+}
+
+/* ---- reports ---- */
+
+static void
+report_started(Job *j)
+{
+	char		id[32];
+	const char *p[2] = {id, node_name};
+	char		err[512];
+	QResult		r;
+
+	snprintf(id, sizeof(id), "%" PRId64, j->id);
+	r = query("job_started", "SELECT gangsched.job_started($1, $2)", 2, p, NULL, err, sizeof(err));
+	if (r == Q_OK)
+	{
+		if (!j->start_reported)
+			agent_log(LOG_INFO, "job %" PRId64 ": reported started (job_started)", j->id);
+		j->start_reported = true;
+		job_save(j);
+	}
+	else if (r == Q_STATE)
+		agent_log(LOG_INFO, "job %" PRId64 ": job_started refused, the job moved on: %s", j->id, err);
+}
+
+/* All local workers of j have exited: tell the server, if this node should. */
+static void
+report_exit(Job *j)
+{
+	char		status[2048];
+	char		msg[2200];
+	char		id[32];
+	char		err[512];
+	bool		all_ok;
+	QResult		r;
+
+	job_status_text(j, status, sizeof(status), &all_ok);
+	snprintf(id, sizeof(id), "%" PRId64, j->id);
+	if (j->stopping)
+	{
+		bool		ckpt = all_ok && !j->killed;
+		const char *p[2] = {id, ckpt ? "true" : "false"};
+
+		if (!j->rank0_here)
+		{
+			agent_log(LOG_INFO, "job %" PRId64 ": local workers stopped (%s); the node holding rank 0 reports the release",
+					  j->id, j->nworkers ? status : "no process");
+			j->reported = true;
+			job_save(j);
+			return;
+		}
+		r = query("job_released", "SELECT gangsched.job_released($1, checkpointed => $2::bool)", 2, p, NULL, err, sizeof(err));
+		if (r == Q_LOST)
+			return;
+		if (r == Q_OK)
+			agent_log(LOG_INFO, "job %" PRId64 ": released (checkpointed = %s; %s)", j->id, ckpt ? "true" : "false",
+					  j->nworkers ? status : "no process");
+		else if (r == Q_STATE)
+			agent_log(LOG_INFO, "job %" PRId64 ": nothing to release, the server moved on (%s)", j->id, err);
+		else
+		{
+			j->retry_at = mono_now() + heartbeat_s;
+			return;
+		}
+	}
+	else
+	{
+		const char *p[3] = {id, all_ok ? "true" : "false", msg};
+
+		if (all_ok && !j->rank0_here)
+		{
+			agent_log(LOG_INFO, "job %" PRId64 ": local workers finished (%s); the node holding rank 0 reports the job finished",
+					  j->id, status);
+			j->reported = true;
+			job_save(j);
+			return;
+		}
+		snprintf(msg, sizeof(msg), "node %s: %s", node_name, status);
+		r = query("job_finished", "SELECT gangsched.job_finished($1, success => $2::bool, message => $3)", 3, p, NULL,
+				  err, sizeof(err));
+		if (r == Q_LOST)
+			return;
+		if (r == Q_OK)
+			agent_log(LOG_INFO, "job %" PRId64 ": reported %s (%s)", j->id, all_ok ? "finished" : "failed", status);
+		else if (r == Q_STATE)
+			agent_log(LOG_INFO, "job %" PRId64 ": job_finished refused, the job is over already (%s)", j->id, err);
+		else
+		{
+			j->retry_at = mono_now() + heartbeat_s;
+			return;
+		}
+	}
+	j->reported = true;
+	job_save(j);
+}
+
+/* A job of this node is listed as running but the agent has no record of it. */
+static void
+report_lost(int64_t job)
+{
+	char		id[32];
+	char		msg[256];
+	char		err[512];
+	const char *p[2] = {id, msg};
+
+	snprintf(id, sizeof(id), "%" PRId64, job);
+	snprintf(msg, sizeof(msg), "node %s: the agent has no record of this job's workers (lost)", node_name);
+	agent_log(LOG_WARNING, "job %" PRId64 ": confirmed on this node but no local record of its workers; reporting it failed",
+			  job);
+	query("job_finished", "SELECT gangsched.job_finished($1, success => false, message => $2)", 2, p, NULL, err,
+		  sizeof(err));
+}
+
+/* A preempted job with nothing running on this node: give it back at once. */
+static void
+release_empty(int64_t job)
+{
+	char		id[32];
+	char		err[512];
+	const char *p[1] = {id};
+
+	snprintf(id, sizeof(id), "%" PRId64, job);
+	if (query("job_released", "SELECT gangsched.job_released($1, checkpointed => false)", 1, p, NULL, err,
+			  sizeof(err)) == Q_OK)
+		agent_log(LOG_INFO, "job %" PRId64 ": preempted with no workers running here; released", job);
+}
+
+static void
+begin_stop(Job *j, double remaining)
+{
+	if (j->nworkers > 0 && job_all_exited(j))
+		return;					/* it ended by itself first: report that */
+	j->stopping = true;
+	j->deadline = mono_now() + remaining;
+	agent_log(LOG_INFO, "job %" PRId64 ": preempted; SIGTERM to %d local workers, %.1f s until the deadline",
+			  j->id, job_live_workers(j), remaining);
+	job_signal(j, SIGTERM);
+	job_save(j);
+}
+
+/* ---- resync ---- */
+
+/*
+ * node_work() plus, per job, its placed_at (which tells two placements of
+ * the same job apart) and whether its workers are fractional. OFFSET 0
+ * keeps the lookup per row (by primary key), never a scan of every job.
+ */
+static const char *resync_sql =
+"SELECT w.job, w.action, w.worker, w.local_rank, w.local_world_size, w.world_size,"
+"       pg_catalog.array_to_string(w.devices, ','), w.first_slice, w.slices, w.command,"
+"       w.rank0_node,"
+"       extract(epoch FROM w.deadline - gangsched.now())::float8,"
+"       j.placed_us, j.fractional"
+"  FROM gangsched.node_work($1) w"
+"  CROSS JOIN LATERAL (SELECT (extract(epoch FROM g.placed_at) * 1000000)::int8 AS placed_us,"
+"                             g.gpus > 0 AND g.gpus < 1 AS fractional"
+"                        FROM gangsched.jobs g WHERE g.job = w.job OFFSET 0) j"
+" ORDER BY w.job, w.worker";
+
+enum
+{
+	C_JOB, C_ACTION, C_WORKER, C_LOCAL_RANK, C_LOCAL_WORLD, C_WORLD, C_DEVICES, C_FIRST_SLICE, C_SLICES,
+	C_COMMAND, C_RANK0, C_REMAINING, C_PLACED, C_FRACTIONAL
+};
+
+static void
+resync(void)
+{
+	const char *p[1] = {node_name};
+	PGresult   *res;
+	int			n,
+				i,
+				k;
+	Job		   *j;
+
+	if (query("node_work", resync_sql, 1, p, &res, NULL, 0) != Q_OK)
+		return;
+	for (j = jobs; j; j = j->next)
+		j->seen = false;
+	n = PQntuples(res);
+	agent_log(LOG_DEBUG, "resync: %d workers placed on this node", n);
+	for (i = 0; i < n; i = k)
+	{
+		int64_t		id = strtoll(PQgetvalue(res, i, C_JOB), NULL, 10);
+		const char *action = PQgetvalue(res, i, C_ACTION);
+		int64_t		placed_us = strtoll(PQgetvalue(res, i, C_PLACED), NULL, 10);
+		const char *rank0_node = PQgetvalue(res, i, C_RANK0);
+		bool		rank0_here = strcmp(rank0_node, node_name) == 0;
+		bool		has_command = !PQgetisnull(res, i, C_COMMAND) && PQgetvalue(res, i, C_COMMAND)[0] != '\0';
+		double		remaining = PQgetisnull(res, i, C_REMAINING) ? 60.0 : atof(PQgetvalue(res, i, C_REMAINING));
+		int			nrows;
+
+		for (k = i; k < n && strtoll(PQgetvalue(res, k, C_JOB), NULL, 10) == id; k++)
+			;
+		nrows = k - i;
+
+		/* records of an earlier placement of this job: kill, then forget */
+		while ((j = job_find(id)) != NULL && j->placed_us != placed_us)
+		{
+			agent_log(LOG_INFO, "job %" PRId64 ": placed anew; the %d workers of its previous placement are killed",
+					  id, job_live_workers(j));
+			j->orphan = true;
+			j->killed = true;
+			job_signal(j, SIGKILL);
+		}
+
+		if (j == NULL)
+		{
+			if (strcmp(action, "start") == 0)
+			{
+				WorkerSpec *specs = calloc(nrows, sizeof(WorkerSpec));
+				int			r;
+
+				if (specs == NULL)
+				{
+					agent_log(LOG_ERROR, "out of memory");
+					exit(1);
+				}
+				j = job_new(id, placed_us, rank0_here, has_command ? nrows : 0);
+				j->seen = true;
+				for (r = 0; r < nrows; r++)
+				{
+					WorkerSpec *s = &specs[r];
+					bool		frac = strcmp(PQgetvalue(res, i + r, C_FRACTIONAL), "t") == 0;
+
+					s->rank = atoi(PQgetvalue(res, i + r, C_WORKER));
+					s->local_rank = atoi(PQgetvalue(res, i + r, C_LOCAL_RANK));
+					s->local_world_size = atoi(PQgetvalue(res, i + r, C_LOCAL_WORLD));
+					s->world_size = atoi(PQgetvalue(res, i + r, C_WORLD));
+					snprintf(s->devices, sizeof(s->devices), "%s", PQgetvalue(res, i + r, C_DEVICES));
+					s->first_slice = frac ? atoi(PQgetvalue(res, i + r, C_FIRST_SLICE)) : 0;
+					s->slices = frac ? atoi(PQgetvalue(res, i + r, C_SLICES)) : 0;
+				}
+				if (!has_command)
+				{
+					agent_log(LOG_INFO, "job %" PRId64 ": placed here with no command; holding its %d workers' capacity",
+							  id, nrows);
+					job_save(j);
+					report_started(j);
+				}
+				else
+				{
+					agent_log(LOG_INFO, "job %" PRId64 ": placed here; launching %d of its %d workers", id, nrows,
+							  specs[0].world_size);
+					/* MASTER_ADDR: rank 0's node, by name */
+					if (job_launch(j, specs, PQgetvalue(res, i, C_COMMAND), node_name, rank0_node))
+						report_started(j);
+					else
+					{
+						/* a gang with a missing rank cannot run: end it, it is reported failed */
+						agent_log(LOG_ERROR, "job %" PRId64 ": not every worker could be launched; killing the others",
+								  id);
+						j->killed = true;
+						job_signal(j, SIGKILL);
+						job_save(j);
+					}
+				}
+				free(specs);
+			}
+			else if (strcmp(action, "run") == 0)
+				report_lost(id);
+			else if (strcmp(action, "preempt") == 0 && rank0_here)
+				release_empty(id);
+			continue;
+		}
+
+		j->seen = true;
+		if (strcmp(action, "start") == 0)
+			report_started(j);
+		else if (strcmp(action, "preempt") == 0)
+		{
+			if (!j->stopping)
+				begin_stop(j, remaining);
+			else
+				j->deadline = mono_now() + remaining;
+		}
+	}
+	PQclear(res);
+
+	for (j = jobs; j; j = j->next)
+		if (!j->orphan && !j->seen)
+		{
+			int			live = job_live_workers(j);
+
+			if (live > 0)
+				agent_log(LOG_INFO, "job %" PRId64 ": no longer on this node (finished, cancelled, killed or requeued); "
+						  "SIGKILL to %d local workers", j->id, live);
+			j->orphan = true;
+			j->killed = true;
+			job_signal(j, SIGKILL);
+		}
+}
+
+/* ---- local bookkeeping ---- */
+
+static void
+process_jobs(void)
+{
+	Job		   *j,
+			   *next;
+	double		now = mono_now();
+
+	for (j = jobs; j; j = next)
+	{
+		next = j->next;
+		if (j->orphan)
+		{
+			if (job_all_exited(j))
+			{
+				agent_log(LOG_DEBUG, "job %" PRId64 ": record dropped", j->id);
+				job_forget(j);
+			}
+			continue;
+		}
+		if (j->stopping && !j->killed && job_live_workers(j) > 0 && now >= j->deadline - KILL_MARGIN)
+		{
+			agent_log(LOG_WARNING, "job %" PRId64 ": grace deadline reached with %d local workers running; SIGKILL",
+					  j->id, job_live_workers(j));
+			j->killed = true;
+			job_signal(j, SIGKILL);
+			job_save(j);
+		}
+		if (conn && !j->reported && job_all_exited(j) && (j->nworkers > 0 || j->stopping) && now >= j->retry_at)
+			report_exit(j);
+	}
+}
+
+static void
+drain_notifications(void)
+{
+	PGnotify   *n;
+
+	while (conn && (n = PQnotifies(conn)) != NULL)
+	{
+		agent_log(LOG_INFO, "notification on %s: %s", n->relname, n->extra);
+		need_resync = true;
+		PQfreemem(n);
+	}
+}
+
+/* ---- options ---- */
+
+static void
+usage(FILE *f)
+{
+	fprintf(f,
+			"gangsched-agent runs the workers that gangsched places on one node.\n"
+			"\n"
+			"Usage:\n"
+			"  gangsched-agent --node NAME [OPTION]...\n"
+			"\n"
+			"Options:\n"
+			"  -n, --node=NAME          this node's name in gangsched.nodes (required)\n"
+			"  -d, --dbname=CONNSTR     database name or connection string; otherwise the\n"
+			"                           standard libpq environment (PGHOST, PGPORT, PGDATABASE...)\n"
+			"  -b, --heartbeat=SECONDS  send node_heartbeat and resync this often (default 10)\n"
+			"  -w, --workdir=DIR        checkpoint directories (DIR/<job>) and the agent's state\n"
+			"                           (DIR/.agent-<node>) (default /tmp/gangsched-agent)\n"
+			"  -l, --log-level=LEVEL    error, warning, info or debug (default info)\n"
+			"  -V, --version            print the version and exit\n"
+			"  -h, --help               show this help and exit\n"
+			"\n"
+			"SIGTERM or SIGINT stops the agent and leaves its workers running: the next\n"
+			"agent started on this node with the same --workdir adopts them. SIGHUP resyncs.\n"
+			"See docs/agent.md.\n");
+}
+
+static int
+parse_level(const char *s)
+{
+	if (strcmp(s, "error") == 0)
+		return LOG_ERROR;
+	if (strcmp(s, "warning") == 0)
+		return LOG_WARNING;
+	if (strcmp(s, "info") == 0)
+		return LOG_INFO;
+	if (strcmp(s, "debug") == 0)
+		return LOG_DEBUG;
+	return -1;
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"node", required_argument, NULL, 'n'},
+		{"dbname", required_argument, NULL, 'd'},
+		{"heartbeat", required_argument, NULL, 'b'},
+		{"workdir", required_argument, NULL, 'w'},
+		{"log-level", required_argument, NULL, 'l'},
+		{"version", no_argument, NULL, 'V'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0}
+	};
+	const char *workdir = "/tmp/gangsched-agent";
+	int			c;
+
+	while ((c = getopt_long(argc, argv, "n:d:b:w:l:Vh", longopts, NULL)) != -1)
+	{
+		switch (c)
+		{
+			case 'n':
+				node_name = optarg;
+				break;
+			case 'd':
+				conninfo = optarg;
+				break;
+			case 'b':
+				{
+					char	   *end;
+
+					heartbeat_s = strtod(optarg, &end);
+					if (*end != '\0' || !(heartbeat_s > 0) || heartbeat_s > 3600)
+					{
+						fprintf(stderr, "gangsched-agent: invalid --heartbeat \"%s\": give seconds, more than 0 and at most 3600\n",
+								optarg);
+						return 2;
+					}
+					break;
+				}
+			case 'w':
+				workdir = optarg;
+				break;
+			case 'l':
+				log_level = parse_level(optarg);
+				if (log_level < 0)
+				{
+					fprintf(stderr, "gangsched-agent: invalid --log-level \"%s\": use error, warning, info or debug\n", optarg);
+					return 2;
+				}
+				break;
+			case 'V':
+				printf("gangsched-agent %s\n", AGENT_VERSION);
+				return 0;
+			case 'h':
+				usage(stdout);
+				return 0;
+			default:
+				fprintf(stderr, "Try \"gangsched-agent --help\" for more information.\n");
+				return 2;
+		}
+	}
+	if (optind < argc)
+	{
+		fprintf(stderr, "gangsched-agent: unexpected argument \"%s\"\n"
+				"Try \"gangsched-agent --help\" for more information.\n", argv[optind]);
+		return 2;
+	}
+	if (node_name == NULL || node_name[0] == '\0')
+	{
+		fprintf(stderr, "gangsched-agent: --node is required\n"
+				"Try \"gangsched-agent --help\" for more information.\n");
+		return 2;
+	}
+
+	setup_signals();
+	if (!workers_init_dirs(workdir, node_name))
+		return 1;
+	agent_log(LOG_INFO, "starting (version %s, pid %d, work directory \"%s\", heartbeat every %g s)",
+			  AGENT_VERSION, (int) getpid(), work_dir, heartbeat_s);
+	workers_load_state();
+
+	for (;;)
+	{
+		struct pollfd fds[2];
+		int			nfds = 0;
+		double		now;
+
+		if (got_stop)
+			break;
+		if (got_hup)
+		{
+			got_hup = 0;
+			agent_log(LOG_INFO, "SIGHUP: resyncing");
+			need_resync = true;
+		}
+		workers_reap();
+		workers_poll();
+
+		now = mono_now();
+		if (conn == NULL && now >= next_connect)
+			try_connect();
+		if (conn && PQconsumeInput(conn) == 0)
+		{
+			char		msg[512];
+
+			snprintf(msg, sizeof(msg), "%s", PQerrorMessage(conn));
+			trim_newline(msg);
+			connection_lost(msg);
+		}
+		drain_notifications();
+		if (conn && mono_now() >= next_heartbeat)
+		{
+			heartbeat();
+			next_heartbeat = mono_now() + heartbeat_s;
+			need_resync = true;
+		}
+		if (conn && need_resync)
+		{
+			need_resync = false;
+			resync();
+			drain_notifications();
+		}
+		process_jobs();
+
+		fds[nfds].fd = selfpipe[0];
+		fds[nfds++].events = POLLIN;
+		if (conn && PQsocket(conn) >= 0)
+		{
+			fds[nfds].fd = PQsocket(conn);
+			fds[nfds++].events = POLLIN;
+		}
+		if (!need_resync && !got_stop && !got_hup)
+		{
+			if (poll(fds, nfds, TICK_MS) < 0 && errno != EINTR)
+				agent_log(LOG_WARNING, "poll: %s", strerror(errno));
+		}
+		if (fds[0].revents & POLLIN)
+		{
+			char		buf[256];
+
+			while (read(selfpipe[0], buf, sizeof(buf)) > 0)
+				;
+		}
+	}
+
+	{
+		int			live = 0,
+					njobs = 0;
+
+		for (Job *j = jobs; j; j = j->next)
+		{
+			live += job_live_workers(j);
+			njobs += job_live_workers(j) > 0;
+		}
+		agent_log(LOG_INFO, "stopping on %s; %d workers of %d jobs keep running (the next agent on this node adopts them)",
+				  strsignal(got_stop), live, njobs);
+	}
+	if (conn)
+		PQfinish(conn);
+	return 0;
+}
