@@ -240,7 +240,6 @@ gs_admit_fast(PG_FUNCTION_ARGS)
 	int			i,
 				team_id,
 				pool_id;
-	GsWhy		why;
 	uint64_t	pools;
 	MemoryContext old;
 
@@ -336,7 +335,7 @@ gs_admit_fast(PG_FUNCTION_ARGS)
 	pools = gs_eligible_pools(adm_cluster, &j);
 	j.pool_mask = pools;
 	v = hash_search(adm_verdicts, &key, HASH_ENTER, &found);
-	v->ok = pools != 0 && gs_probe(adm_placer, &j, &why) && within_ceiling(adm_cluster, &j, pools);
+	v->ok = pools != 0 && gs_probe(adm_placer, &j, NULL) && within_ceiling(adm_cluster, &j, pools);
 	MemoryContextSwitchTo(old);
 	PG_RETURN_BOOL(v->ok);
 }

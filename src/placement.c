@@ -891,19 +891,22 @@ place_internal(GsPlacer *p, GsJob *j, GsWhy *why, bool commit)
 	int			d,
 				i;
 
-	memset(why, 0, sizeof(*why));
+	if (why != NULL)
+		memset(why, 0, sizeof(*why));
 	shape_key(j, &key);
 	m = p->ignore_memo ? NULL : hash_search(p->memo, &key, HASH_FIND, &found);
 	if (m != NULL && found && j->workers >= m->min_failing_workers)
 	{
-		*why = m->why;
+		if (why != NULL)
+			*why = m->why;
 		return false;
 	}
 	prepare(p, j);
 	p->mode = MODE_FREE;
 	if (!p->pool_ok_any)
 	{
-		why->kind = GS_WHY_NO_NODE;
+		if (why != NULL)
+			why->kind = GS_WHY_NO_NODE;
 		return false;
 	}
 	counts_for_job(p);
@@ -930,6 +933,8 @@ place_internal(GsPlacer *p, GsJob *j, GsWhy *why, bool commit)
 	}
 	if (!choose_gang_domain(p, &d, &i))
 	{
+		if (why == NULL)
+			return false;		/* a yes/no probe: no explanation, no memo */
 		explain(p, why);
 		m = hash_search(p->memo, &key, HASH_ENTER, &found);
 		if (!found || j->workers < m->min_failing_workers)

@@ -40,7 +40,7 @@ extern GsPlacer *gs_placer_create(GsCluster *cluster);
 /* Place the whole gang on free capacity, or nothing. */
 extern bool gs_place(GsPlacer *p, GsJob *job, GsWhy *why);
 
-/* Would the gang fit now? Changes nothing; says why not. */
+/* Would the gang fit now? Changes nothing; says why not (why may be NULL: yes/no only). */
 extern bool gs_probe(GsPlacer *p, GsJob *job, GsWhy *why);
 
 /*

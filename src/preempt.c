@@ -143,14 +143,12 @@ quota_after_swap(GsState *st, GsJob *j)
 static bool
 fits(GsPlacer *p, GsJob *j)
 {
-	GsWhy		why;
-
 	if (j->quota_blocked && search_state != NULL && !quota_after_swap(search_state, j))
 		return false;
 	if (probes_left <= 0)
 		return false;
 	probes_left--;
-	return gs_probe(p, j, &why);
+	return gs_probe(p, j, NULL);
 }
 
 /* DS of team t with `delta` added to its use (resource-wise). */

@@ -39,7 +39,7 @@
 #include "round.h"
 #include "schedule.h"
 
-/* Pending jobs whose stored waiting reason a round refreshes, at most. */
+/* The first pending jobs in line whose stored waiting reason a round refreshes. */
 #define GS_REASONS_PER_ROUND 256
 
 /* Advisory lock key of the round: 'gsch' in the first key, 1 in the second. */
@@ -509,9 +509,10 @@ write_decisions(GsState *st, GsDecision *dec, TimestampTz now)
 	bool	   *seen = palloc0(sizeof(bool) * Max(c->nnodes, 1));
 
 	/*
-	 * Waiting reasons are refreshed first in line first, at most
-	 * GS_REASONS_PER_ROUND a round, so a cold round over a long queue does
-	 * not rewrite every pending row; why_pending() always computes it live.
+	 * Waiting reasons are refreshed for the first GS_REASONS_PER_ROUND jobs
+	 * in line (and written only when changed), so a round over a long queue
+	 * neither builds nor writes a reason for every pending job;
+	 * why_pending() always computes it live.
 	 */
 	for (i = 0; i < gs_order_count(dec->order); i++)
 	{
@@ -519,6 +520,10 @@ write_decisions(GsState *st, GsDecision *dec, TimestampTz now)
 
 		if (j->placed)
 			continue;
+		/* the text of a plain "does not fit" reason, for the first in line only */
+		if (j->reason == NULL && !j->expiring && i < GS_REASONS_PER_ROUND &&
+			dec->why[j - st->jobs].kind != GS_WHY_NONE)
+			j->reason = gs_why_text(c, j, &dec->why[j - st->jobs], false);
 		if (j->expiring)
 		{
 			x_job[nx] = j->id;
@@ -532,18 +537,112 @@ write_decisions(GsState *st, GsDecision *dec, TimestampTz now)
 			w_reason[nw++] = (char *) j->reason;
 		}
 	}
+	/* the placed jobs' rows and events first: only jobs still pending count */
 	for (i = 0; i < st->njobs; i++)
 	{
 		GsJob	   *j = &st->jobs[i];
+		StringInfoData det;
+		int			nnodes = 0;
 
 		if (!j->placed)
 			continue;
+		initStringInfo(&det);
+		appendStringInfoString(&det, "{\"nodes\":[");
+		for (w = 0; w < j->workers; w++)
 		{
-			StringInfoData det;
-			int			nnodes = 0;
+			GsAssign   *a = &j->assign[w];
 
-			initStringInfo(&det);
-			appendStringInfoString(&det, "{\"nodes\":[");
+			if (!seen[a->node])
+			{
+				seen[a->node] = true;
+				appendStringInfo(&det, "%s\"%s\"", nnodes ? "," : "", c->nodes[a->node].name);
+				nnodes++;
+			}
+		}
+		for (w = 0; w < j->workers; w++)
+			seen[j->assign[w].node] = false;
+		appendStringInfo(&det, "],\"domain\":\"%s\",\"level\":\"%s\"}",
+						 c->dom[j->dom_depth][j->dom_index].label,
+						 c->level_names[j->dom_depth]);
+		p_job[np] = j->id;
+		p_borrowed[np] = j->borrowed;
+		p_detail[np++] = det.data;
+	}
+
+	if (np > 0)
+	{
+		Oid			types[4] = {INT8ARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID, BOOLARRAYOID};
+		Datum		values[4];
+		int64	   *confirmed;
+		int			nconfirmed,
+					k;
+
+		values[0] = int8_array(p_job, np);
+		values[1] = text_array(p_detail, np);
+		values[2] = TimestampTzGetDatum(now);
+		values[3] = bool_array(p_borrowed, np);
+
+		/*
+		 * "AND g.state = 'pending'": a job cancelled (or otherwise changed)
+		 * after the round read it is not placed; under READ COMMITTED the
+		 * UPDATE waits for that transaction and re-checks the row.
+		 */
+		exec_args("WITH p AS ("
+				  "  UPDATE gangsched.gangs g"
+				  "     SET state = 'placed', placed_at = $3, started_at = NULL, started_nodes = '{}', reason = NULL,"
+				  "         borrowed = u.borrowed"
+				  "    FROM unnest($1, $2, $4) AS u(job, detail, borrowed)"
+				  "   WHERE g.id = u.job AND g.state = 'pending'"
+				  "  RETURNING g.id, g.team_id, u.detail, g.borrowed),"
+				  " e AS ("
+				  "  INSERT INTO gangsched.events (at, kind, job, team_id, reason, detail)"
+				  "  SELECT $3, 'placed', p.id, p.team_id,"
+				  "         CASE WHEN p.borrowed THEN 'placed whole in its smallest domain, as borrowed capacity'"
+				  "              ELSE 'placed whole in its smallest domain, within nominal quota' END,"
+				  "         p.detail::jsonb FROM p"
+				  "  RETURNING job)"
+				  "SELECT job FROM e ORDER BY job",
+				  4, types, values, SPI_OK_SELECT);
+		nconfirmed = (int) SPI_processed;
+		confirmed = palloc(sizeof(int64) * Max(nconfirmed, 1));
+		for (k = 0; k < nconfirmed; k++)
+		{
+			bool		isnull;
+
+			confirmed[k] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[k], SPI_tuptable->tupdesc, 1, &isnull));
+		}
+
+		/* allocations, held slots and agents' notices for those only */
+		for (i = 0; i < st->njobs; i++)
+		{
+			GsJob	   *j = &st->jobs[i];
+			int			lo = 0,
+						hi = nconfirmed - 1;
+			bool		ok = false;
+
+			if (!j->placed)
+				continue;
+			while (lo <= hi)
+			{
+				int			mid = (lo + hi) / 2;
+
+				if (confirmed[mid] == j->id)
+				{
+					ok = true;
+					break;
+				}
+				if (confirmed[mid] < j->id)
+					lo = mid + 1;
+				else
+					hi = mid - 1;
+			}
+			if (!ok)
+			{
+				j->placed = false;
+				dec->placed--;
+				dec->workers_placed -= j->workers;
+				continue;
+			}
 			for (w = 0; w < j->workers; w++)
 			{
 				GsAssign   *a = &j->assign[w];
@@ -554,9 +653,9 @@ write_decisions(GsState *st, GsDecision *dec, TimestampTz now)
 				for (dv = 0; dv < GS_MAX_GPUS; dv++)
 					if (a->devmask & (UINT64_C(1) << dv))
 					{
-						int			s;
+						int			sl;
 
-						for (s = a->first_slice; s < a->first_slice + a->nslices; s++)
+						for (sl = a->first_slice; sl < a->first_slice + a->nslices; sl++)
 						{
 							if (nslot == slotcap)
 							{
@@ -567,7 +666,7 @@ write_decisions(GsState *st, GsDecision *dec, TimestampTz now)
 								s_worker = repalloc(s_worker, sizeof(int32) * slotcap);
 							}
 							s_node[nslot] = n->id;
-							s_slot[nslot] = dv * GS_SLOTS_PER_DEVICE + s;
+							s_slot[nslot] = dv * GS_SLOTS_PER_DEVICE + sl;
 							s_job[nslot] = j->id;
 							s_worker[nslot++] = w;
 						}
@@ -581,43 +680,11 @@ write_decisions(GsState *st, GsDecision *dec, TimestampTz now)
 					snprintf(chan, sizeof(chan), "gangsched_node_%d", n->id);
 					snprintf(payload, sizeof(payload), "{\"event\":\"start\",\"job\":" INT64_FORMAT "}", j->id);
 					Async_Notify(chan, payload);
-					appendStringInfo(&det, "%s\"%s\"", nnodes ? "," : "", n->name);
-					nnodes++;
 				}
 			}
 			for (w = 0; w < j->workers; w++)
 				seen[j->assign[w].node] = false;
-			appendStringInfo(&det, "],\"domain\":\"%s\",\"level\":\"%s\"}",
-							 c->dom[j->dom_depth][j->dom_index].label,
-							 c->level_names[j->dom_depth]);
-			p_job[np] = j->id;
-			p_borrowed[np] = j->borrowed;
-			p_detail[np++] = det.data;
 		}
-	}
-
-	if (np > 0)
-	{
-		Oid			types[4] = {INT8ARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID, BOOLARRAYOID};
-		Datum		values[4];
-
-		values[0] = int8_array(p_job, np);
-		values[1] = text_array(p_detail, np);
-		values[2] = TimestampTzGetDatum(now);
-		values[3] = bool_array(p_borrowed, np);
-		exec_args("WITH p AS ("
-				  "  UPDATE gangsched.gangs g"
-				  "     SET state = 'placed', placed_at = $3, started_at = NULL, started_nodes = '{}', reason = NULL,"
-				  "         borrowed = u.borrowed"
-				  "    FROM unnest($1, $2, $4) AS u(job, detail, borrowed)"
-				  "   WHERE g.id = u.job"
-				  "  RETURNING g.id, g.team_id, u.detail, g.borrowed)"
-				  "INSERT INTO gangsched.events (at, kind, job, team_id, reason, detail)"
-				  "SELECT $3, 'placed', p.id, p.team_id,"
-				  "       CASE WHEN p.borrowed THEN 'placed whole in its smallest domain, as borrowed capacity'"
-				  "            ELSE 'placed whole in its smallest domain, within nominal quota' END,"
-				  "       p.detail::jsonb FROM p",
-				  4, types, values, SPI_OK_INSERT);
 	}
 	if (al.n > 0)
 		bulk_allocations(&al, p_job, np, now);
@@ -679,7 +746,10 @@ write_decisions(GsState *st, GsDecision *dec, TimestampTz now)
 	}
 	if (dec->nominated > 0)
 		write_nominations(st, dec, now);
-	if (dec->reserved != NULL)
+	/* a 'reserved' event when the reservation is new or its reason changed */
+	if (dec->reserved != NULL &&
+		(!dec->reserved->has_old_reason ||
+		 dec->reserved->old_reason_hash != reason_hash(dec->reserved->reason)))
 	{
 		Oid			types[4] = {INT8OID, INT4OID, TEXTOID, TIMESTAMPTZOID};
 		Datum		values[4];
@@ -921,6 +991,51 @@ gs_why_pending(PG_FUNCTION_ARGS)
 					break;
 			}
 			rows = lappend(rows, list_make2(psprintf("%s", reason), psprintf("%s", text)));
+			/* the constraints that narrow where it may go */
+			{
+				GsCluster  *c = st->cluster;
+				int			k,
+							cached = 0,
+							cached_up = 0,
+							model_nodes = 0,
+							not_up = 0;
+				uint64_t	elig = gs_eligible_pools(c, target);
+
+				for (k = 0; k < c->nnodes; k++)
+				{
+					GsNode	   *n = &c->nodes[k];
+					bool		in_pool = n->pool < 64 && (elig & (UINT64_C(1) << n->pool));
+					bool		model_ok = target->gpus <= 0 || target->model < 0 || n->model == target->model;
+
+					if (!in_pool || !model_ok)
+						continue;
+					if (target->model >= 0 && target->gpus > 0)
+						model_nodes++;
+					if (n->state != GS_NODE_UP)
+						not_up++;
+					if (target->locality != GS_LOC_NONE && target->dataset >= 0 &&
+						c->dataset_nodes[target->dataset][k])
+					{
+						cached++;
+						if (n->state == GS_NODE_UP)
+							cached_up++;
+					}
+				}
+				if (target->locality != GS_LOC_NONE && target->dataset >= 0)
+					rows = lappend(rows, list_make2(psprintf("locality"),
+													psprintf("%s locality: only the %d eligible node%s caching dataset %s may take it (%d up)%s",
+															 target->locality == GS_LOC_REQUIRED ? "required" : "preferred",
+															 cached, cached == 1 ? "" : "s", c->datasets[target->dataset], cached_up,
+															 target->locality == GS_LOC_REQUIRED ? "; submit with locality => 'preferred' to allow other nodes" : "")));
+				if (target->model >= 0 && target->gpus > 0)
+					rows = lappend(rows, list_make2(psprintf("gpu model"),
+													psprintf("only the %d eligible node%s with %s devices may take it; leave gpu_model unset to allow any",
+															 model_nodes, model_nodes == 1 ? "" : "s", c->models[target->model])));
+				if (not_up > 0)
+					rows = lappend(rows, list_make2(psprintf("nodes not up"),
+													psprintf("%d node%s it could use %s down or draining; they take no new work until an operator sets them up",
+															 not_up, not_up == 1 ? "" : "s", not_up == 1 ? "is" : "are")));
+			}
 			if (dec.reserved == target)
 				rows = lappend(rows, list_make2(psprintf("first in line"),
 												psprintf("the starvation guard keeps the capacity it waits for: later jobs only backfill around it")));

@@ -155,7 +155,7 @@ gs_decide(GsState *st, GsDecision *out)
 			gs_order_placed(out->order, j);
 			continue;
 		}
-		j->reason = gs_why_text(c, j, why, false);
+		/* (the text of why is built only where it is stored or shown) */
 		/* preemption: victims whose capacity makes a valid placement */
 		if (gs_preemption)
 		{
@@ -184,7 +184,8 @@ gs_decide(GsState *st, GsDecision *out)
 			guard_done = true;
 			out->reserved = j;
 			initStringInfo(&s);
-			appendStringInfo(&s, "first in line: capacity is being kept for it; %s", j->reason);
+			appendStringInfo(&s, "first in line: capacity is being kept for it; %s",
+							 gs_why_text(c, j, why, false));
 			j->reason = s.data;
 			continue;
 		}
