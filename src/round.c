@@ -1058,8 +1058,8 @@ gs_why_pending(PG_FUNCTION_ARGS)
 			}
 			if (pos > 0)
 				rows = lappend(rows, list_make2(psprintf("queue order"),
-												psprintf("%d jobs come before it (priority %d, then submit order)",
-														 pos, target->priority)));
+												psprintf("%d job%s before it (priority %d, then submit order)",
+														 pos, pos == 1 ? " comes" : "s come", target->priority)));
 		}
 		MemoryContextSwitchTo(oldcxt);
 	}
