@@ -497,6 +497,32 @@ gs_load_state_ex(bool queue)
 		}
 	}
 
+	/*
+	 * Capacity held for a nominated job replaces its victims' on the same
+	 * node: the host resources both hold there count once (the larger).
+	 */
+	run("SELECT h.node_id, sum(LEAST(h.cpus, v.cpus))::float8, sum(LEAST(h.mem, v.mem))::float8,"
+		"       sum(LEAST(h.net, v.net))::float8"
+		"  FROM (SELECT job, node_id, sum(cpus) AS cpus, sum(mem_gb) AS mem, sum(net_gbps) AS net"
+		"          FROM gangsched.holds GROUP BY job, node_id) h"
+		"  JOIN (SELECT g.preempted_for AS job, a.node_id, sum(a.cpus) AS cpus, sum(a.mem_gb) AS mem,"
+		"               sum(a.net_gbps) AS net"
+		"          FROM gangsched.gangs g JOIN gangsched.allocations a ON a.job = g.id AND upper_inf(a.during)"
+		"         WHERE g.state = 'preempting' AND g.preempted_for IS NOT NULL"
+		"         GROUP BY g.preempted_for, a.node_id) v USING (job, node_id)"
+		" GROUP BY h.node_id", SPI_OK_SELECT);
+	for (i = 0; i < (int) SPI_processed; i++)
+	{
+		int			id = col_int(i, 1, 0);
+		int			ni = (id >= 0 && id <= max_id) ? node_by_id[id] : -1;
+
+		if (ni < 0)
+			continue;
+		c->nodes[ni].free_cpus += col_float(i, 2, 0);
+		c->nodes[ni].free_mem += col_float(i, 3, 0);
+		c->nodes[ni].free_net += col_float(i, 4, 0);
+	}
+
 	/* device slices in use, and capacity held for nominated jobs */
 	run("SELECT h.node_id, h.slot FROM gangsched.held_slots h"
 		" UNION ALL"

@@ -1086,3 +1086,15 @@ gs_placer_ignore_memo(GsPlacer *p, bool on)
 {
 	p->ignore_memo = on;
 }
+
+/* Give host resources back to a node (capacity counted twice). */
+void
+gs_model_credit(GsPlacer *p, int ni, double cpus, double mem, double net)
+{
+	GsNode	   *n = &p->c->nodes[ni];
+
+	n->free_cpus += cpus;
+	n->free_mem += mem;
+	n->free_net += net;
+	mark_dirty(p, ni);
+}

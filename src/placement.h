@@ -56,6 +56,9 @@ extern void gs_placer_ignore_memo(GsPlacer *p, bool on);
 /* Victim searches: give a running job's capacity back in the model, or take it again. */
 extern void gs_model_release(GsPlacer *p, GsRunning *r, bool release);
 
+/* Give host resources back to a node (counted twice after a nomination). */
+extern void gs_model_credit(GsPlacer *p, int ni, double cpus, double mem, double net);
+
 /* Readable text for a GsWhy. */
 extern char *gs_why_text(GsCluster *c, const GsJob *job, const GsWhy *why, bool with_numbers);
 

@@ -271,6 +271,53 @@ greedy_plan(GsPlacer *p, GsJob *j, Cand *cands, int n, double free_gpus, Plan *o
 	return ok && out->n > 0;
 }
 
+/*
+ * After a nomination the model holds both the victims (still running) and
+ * the preemptor's planned placement; on each node the host resources they
+ * both use count once, the larger of the two.
+ */
+static void
+credit_replaced(GsPlacer *p, GsCluster *c, GsJob *j, Plan *plan)
+{
+	int			w,
+				i,
+				k;
+
+	for (w = 0; w < j->workers; w++)
+	{
+		int			ni = j->assign[w].node;
+		double		jc = 0,
+					jm = 0,
+					jn = 0,
+					vc = 0,
+					vm = 0,
+					vn = 0;
+		bool		first = true;
+
+		for (k = 0; k < w; k++)
+			if (j->assign[k].node == ni)
+				first = false;
+		if (!first)
+			continue;			/* each node once */
+		for (k = 0; k < j->workers; k++)
+			if (j->assign[k].node == ni)
+			{
+				jc += j->cpus;
+				jm += j->mem;
+				jn += j->net;
+			}
+		for (i = 0; i < plan->n; i++)
+			for (k = 0; k < plan->v[i]->nalloc; k++)
+				if (plan->v[i]->allocs[k].node == ni)
+				{
+					vc += plan->v[i]->allocs[k].cpus;
+					vm += plan->v[i]->allocs[k].mem;
+					vn += plan->v[i]->allocs[k].net;
+				}
+		gs_model_credit(p, ni, Min(jc, vc), Min(jm, vm), Min(jn, vn));
+	}
+}
+
 bool
 gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runtime_s)
 {
@@ -439,6 +486,7 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 		gs_model_release(p, best.v[i], false);
 		best.v[i]->taken = true;
 	}
+	credit_replaced(p, c, j, &best);
 	j->nominated = true;
 	j->nvictims = best.n;
 	j->victims = best.v;

@@ -141,7 +141,7 @@ BEGIN
     told AS (
         SELECT pg_notify('gangsched_node_' || e.node_id,
                          json_build_object('event', agent_event, 'job', e.job)::text)
-          FROM (SELECT DISTINCT job, node_id FROM ended) e)
+          FROM (SELECT DISTINCT job, node_id FROM ended ORDER BY job, node_id) e)
     SELECT (SELECT count(*) FROM ended), (SELECT count(*) FROM told) INTO n;
     DELETE FROM gangsched.held_slots WHERE job = ANY (jobs);
     RETURN n;
