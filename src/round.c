@@ -967,6 +967,10 @@ gs_why_pending(PG_FUNCTION_ARGS)
 													 target->reason ? target->reason : "it fits now")));
 		else if (target->quota_blocked)
 			rows = lappend(rows, list_make2(psprintf("quota"), psprintf("%s", target->reason)));
+		else if (target->nominated)
+			rows = lappend(rows, list_make2(psprintf("preemption"),
+											psprintf("the next round preempts %d job%s for it (%s) and holds their capacity for it",
+													 target->nvictims, target->nvictims == 1 ? "" : "s", target->trigger)));
 		else if (target->placed)
 			rows = lappend(rows, list_make2(psprintf("fits now"),
 											psprintf("the next round places it (%d of %d in queue order)",

@@ -216,7 +216,8 @@ BEGIN
     IF n.state = state THEN
         RETURN;
     END IF;
-    UPDATE gangsched.nodes SET state = set_node_state.state, state_since = gangsched.now() WHERE id = n.id;
+    UPDATE gangsched.nodes SET state = set_node_state.state, state_since = gangsched.now(), down_by_timeout = false
+     WHERE id = n.id;
     PERFORM gangsched._event('node_state', NULL, n.id, NULL, format('%s -> %s', n.state, state),
                              jsonb_build_object('node', name));
     IF state = 'down' THEN
