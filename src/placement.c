@@ -513,6 +513,13 @@ choose_gang_domain(GsPlacer *p, int *out_d, int *out_i)
 	int			mind = Max(p->job->span_depth, 0);
 	int			d,
 				i;
+	bool		any = false;
+
+	/* no pool holds the gang: no domain inside one does either */
+	for (i = 0; i < p->c->ndom[0] && !any; i++)
+		any = p->cnt[0][i] >= gang_need(p, 0);
+	if (!any)
+		return false;
 
 	for (d = p->L1; d >= mind; d--)
 	{
