@@ -106,6 +106,44 @@ protected_idle(const GsCluster *c, int pool, int except_tix, double out[GS_NRES]
 	}
 }
 
+/*
+ * Name the teams whose non-lendable idle quota of resource r in the pool
+ * is held back: "team nlp does not lend", "teams nlp and speech do not
+ * lend", "teams a, b, c and 2 more do not lend".
+ */
+static void
+append_non_lenders(StringInfo s, const GsCluster *c, int pool, int except_tix, int r)
+{
+	int			t,
+				n = 0,
+				shown = 0;
+
+	for (t = 0; t < c->nteams; t++)
+	{
+		const GsQuota *q = &c->quotas[t * c->npools + pool];
+
+		if (t != except_tix && q->has && q->nominal[r] >= 0 && q->lend[r] >= 0 &&
+			(q->nominal[r] - q->lend[r]) - q->used[r] > EPS)
+			n++;
+	}
+	appendStringInfoString(s, n == 1 ? "team " : "teams ");
+	for (t = 0; t < c->nteams && shown < 3; t++)
+	{
+		const GsQuota *q = &c->quotas[t * c->npools + pool];
+
+		if (t == except_tix || !q->has || q->nominal[r] < 0 || q->lend[r] < 0 ||
+			(q->nominal[r] - q->lend[r]) - q->used[r] <= EPS)
+			continue;
+		if (shown > 0)
+			appendStringInfoString(s, (shown == n - 1) ? " and " : ", ");
+		appendStringInfoString(s, c->teams[t].name);
+		shown++;
+	}
+	if (n > shown)
+		appendStringInfo(s, " and %d more", n - shown);
+	appendStringInfoString(s, n == 1 ? " does" : " do");
+}
+
 uint64_t
 gs_borrow_pools(const GsCluster *c, const GsJob *j, char **why)
 {
@@ -178,8 +216,11 @@ gs_borrow_pools(const GsCluster *c, const GsJob *j, char **why)
 				if (*why == NULL)
 				{
 					initStringInfo(&s);
-					appendStringInfo(&s, "borrowing %g %s in pool %s would use idle quota that other teams do not lend (%g held back, %g free)",
-									 d[r], res_name[r], pl->name, prot[r], Max(0, pl->capacity[r] - pl->used[r]));
+					appendStringInfo(&s, "borrowing %g %s in pool %s would use idle quota that ",
+									 d[r], res_name[r], pl->name);
+					append_non_lenders(&s, c, i, j->tix, r);
+					appendStringInfo(&s, " not lend (%g held back, %g free)",
+									 prot[r], Max(0, pl->capacity[r] - pl->used[r]));
 					*why = s.data;
 				}
 			}

@@ -43,6 +43,8 @@ struct GsOrder
 	int			nseq_tried;
 	bool		finalized;
 	GsJob	   *current;		/* handed out, not yet reported */
+	uint8	   *team_phases;	/* [nq]: bit p-1 set once a team had a try in phase p */
+	int		   *ahead;			/* [njobs]: teams ahead with a lower share, at the last try */
 };
 
 static int
@@ -77,6 +79,8 @@ gs_order_begin(GsState *st, GsOrderPolicy policy)
 
 	o->nq = c->nteams + 1;
 	o->tq = palloc0(sizeof(TeamQ) * o->nq);
+	o->team_phases = palloc0(sizeof(uint8) * o->nq);
+	o->ahead = palloc0(sizeof(int) * Max(n, 1));
 	for (i = 0; i < n; i++)
 	{
 		GsJob	   *j = o->global[i];
@@ -205,6 +209,19 @@ next_fair(GsOrder *o)
 		}
 		if (bj != NULL)
 		{
+			uint8		bit = (uint8) (1 << (o->phase - 1));
+			int			ahead = 0;
+
+			/*
+			 * Teams ahead of this try for fairness: tried earlier in this
+			 * phase and holding a lower share now (they went first).
+			 */
+			for (t = 0; t < c->nteams; t++)
+				if (t != bj->tix && (o->team_phases[t] & bit) &&
+					gs_dominant_share(c, t) < bestds - 1e-12)
+					ahead++;
+			o->ahead[bj - o->st->jobs] = ahead;
+			o->team_phases[best] |= bit;
 			bj->share_at_try = bestds;
 			if (o->phase == 1)
 				o->tq[best].cur++;
@@ -324,14 +341,8 @@ gs_order_position(GsOrder *o, int64_t job_id)
 int
 gs_order_teams_ahead(GsOrder *o, GsJob *job)
 {
-	GsCluster  *c = o->st->cluster;
-	int			t,
-				n = 0;
-	double		mine = job->share_at_try;
-
-	/* teams that held a lower share than this one's when it was tried */
-	for (t = 0; t < c->nteams; t++)
-		if (t != job->tix && o->tq[t].n > 0 && gs_dominant_share(c, t) < mine - 1e-12)
-			n++;
-	return n;
+	/* counted when the job was last tried (next_fair), in the phase of that try */
+	if (o->policy != GS_ORDER_FAIR || job->tried_at < 0)
+		return 0;
+	return o->ahead[job - o->st->jobs];
 }

@@ -23,10 +23,18 @@ SELECT q.position, q.job, t.name AS team, j.name, j.priority, j.workers, j.gpus,
 -- Per team and pool: nominal quota, what the team holds, what it borrows,
 -- what of its idle nominal quota others use (lent), its weighted dominant
 -- share over the whole cluster (up nodes), and its weight.
+--
+-- Lent: borrowers first use the pool's capacity that is nobody's quota (up
+-- nodes' GPUs minus the pool's nominal quotas); only the pool's borrowed
+-- GPUs beyond that come out of idle quotas, and they are charged to the
+-- teams pro rata to what each may lend (its idle quota, capped by its
+-- lending limit).
 CREATE VIEW gangsched.team_shares AS
 WITH cap AS (
     SELECT sum(n.gpus) AS gpus, sum(n.cpus) AS cpus, sum(n.mem_gb) AS mem, sum(n.net_gbps) AS net
       FROM gangsched.nodes n WHERE n.state = 'up'),
+pool_cap AS (
+    SELECT n.pool_id, sum(n.gpus) AS gpus FROM gangsched.nodes n WHERE n.state = 'up' GROUP BY n.pool_id),
 held AS (
     SELECT a.team_id, n.pool_id, sum(a.gpus) AS gpus, sum(a.cpus) AS cpus, sum(a.mem_gb) AS mem,
            sum(a.net_gbps) AS net, COALESCE(sum(a.gpus) FILTER (WHERE a.borrowed), 0) AS borrowed_gpus
@@ -43,21 +51,27 @@ rows AS (
            COALESCE(h.gpus, 0) AS used_gpus, COALESCE(h.cpus, 0) AS used_cpus,
            COALESCE(h.mem, 0) AS used_mem_gb, COALESCE(h.net, 0) AS used_net_gbps,
            COALESCE(h.borrowed_gpus, 0) AS borrowed_gpus,
-           GREATEST(COALESCE(q.gpus, 0) - COALESCE(h.gpus, 0), 0) AS idle_gpus
+           LEAST(GREATEST(COALESCE(q.gpus, 0) - COALESCE(h.gpus, 0), 0),
+                 COALESCE(q.lend_gpus, 'Infinity'::numeric)) AS lendable_gpus
       FROM gangsched.teams t CROSS JOIN gangsched.pools p
       LEFT JOIN gangsched.quotas q ON q.team_id = t.id AND q.pool_id = p.id
       LEFT JOIN held h ON h.team_id = t.id AND h.pool_id = p.id
-     WHERE q.team_id IS NOT NULL OR h.team_id IS NOT NULL)
+     WHERE q.team_id IS NOT NULL OR h.team_id IS NOT NULL),
+pool_lent AS (
+    -- borrowed GPUs of the pool that its unassigned capacity does not cover
+    SELECT r.pool_id,
+           LEAST(sum(r.borrowed_gpus),
+                 GREATEST(sum(r.borrowed_gpus) - (COALESCE(max(pc.gpus), 0) - COALESCE(sum(r.nominal_gpus), 0)), 0)) AS gpus,
+           sum(r.lendable_gpus) AS lendable
+      FROM rows r LEFT JOIN pool_cap pc ON pc.pool_id = r.pool_id
+     GROUP BY r.pool_id)
 SELECT r.team, r.pool, r.weight, r.nominal_gpus, r.nominal_cpus, r.nominal_mem_gb, r.nominal_net_gbps,
        r.borrowing_limit_gpus, r.lending_limit_gpus,
        r.used_gpus, r.used_cpus, r.used_mem_gb, r.used_net_gbps, r.borrowed_gpus,
-       -- the pool's borrowed GPUs are charged to idle quotas pro rata
-       round(CASE WHEN sum(r.idle_gpus) OVER w > 0
-                  THEN r.idle_gpus * LEAST(1, sum(r.borrowed_gpus) OVER w / sum(r.idle_gpus) OVER w)
-                  ELSE 0 END, 3) AS lent_gpus,
+       round(CASE WHEN pl.lendable > 0 THEN r.lendable_gpus * LEAST(1, pl.gpus / pl.lendable) ELSE 0 END, 3) AS lent_gpus,
        round((GREATEST(COALESCE(th.gpus / NULLIF(cap.gpus, 0), 0), COALESCE(th.cpus / NULLIF(cap.cpus, 0), 0),
                        COALESCE(th.mem / NULLIF(cap.mem, 0), 0), COALESCE(th.net / NULLIF(cap.net, 0), 0))
               / r.weight)::numeric, 4) AS dominant_share
-  FROM rows r CROSS JOIN cap LEFT JOIN team_held th ON th.team_id = r.team_id
-WINDOW w AS (PARTITION BY r.pool_id)
+  FROM rows r CROSS JOIN cap JOIN pool_lent pl ON pl.pool_id = r.pool_id
+  LEFT JOIN team_held th ON th.team_id = r.team_id
  ORDER BY r.pool, r.team;
