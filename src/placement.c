@@ -109,6 +109,8 @@ struct GsPlacer
 	int32_t    *dirty;
 	int64_t		ndirty,
 				dirty_cap;
+	int64_t    *replayed;		/* per node: the replay that last recounted it */
+	int64_t		replay_id;
 	/* the job being placed */
 	GsJob	   *job;
 	UnitKind	kind[GS_MAX_DEPTH];
@@ -219,6 +221,7 @@ gs_placer_create(GsCluster *c)
 	}
 	p->dirty_cap = 1024;
 	p->dirty = palloc(sizeof(int32_t) * p->dirty_cap);
+	p->replayed = palloc0(sizeof(int64_t) * Max(c->nnodes, 1));
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = sizeof(ShapeKey);
 	ctl.entrysize = sizeof(ShapeMemo);
@@ -467,8 +470,17 @@ counts_for_job(GsPlacer *p)
 				p->cnt[d] = sc->cnt[d];
 				p->wsum[d] = sc->wsum[d];
 			}
+			/* each changed node once, however often it changed */
+			p->replay_id++;
 			for (k = sc->synced; k < p->ndirty; k++)
-				recount_node(p, p->dirty[k]);
+			{
+				int			ni = p->dirty[k];
+
+				if (p->replayed[ni] == p->replay_id)
+					continue;
+				p->replayed[ni] = p->replay_id;
+				recount_node(p, ni);
+			}
 			sc->synced = p->ndirty;
 			return;
 		}

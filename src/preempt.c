@@ -141,14 +141,31 @@ quota_after_swap(GsState *st, GsJob *j)
 }
 
 static bool
-fits(GsPlacer *p, GsJob *j)
+fits_any(GsPlacer *p, GsJob *j, bool budgeted)
 {
 	if (j->quota_blocked && search_state != NULL && !quota_after_swap(search_state, j))
 		return false;
-	if (probes_left <= 0)
-		return false;
-	probes_left--;
+	if (budgeted)
+	{
+		if (probes_left <= 0)
+			return false;
+		probes_left--;
+	}
 	return gs_probe(p, j, NULL);
+}
+
+/* Looking for room: within the search's probe budget. */
+static bool
+fits(GsPlacer *p, GsJob *j)
+{
+	return fits_any(p, j, true);
+}
+
+/* Pruning a plan that works: never cut short, or victims stay that are not needed. */
+static bool
+fits_pruning(GsPlacer *p, GsJob *j)
+{
+	return fits_any(p, j, false);
 }
 
 /* DS of team t with `delta` added to its use (resource-wise). */
@@ -216,6 +233,7 @@ greedy_plan(GsPlacer *p, GsJob *j, Cand *cands, int n, double free_gpus, Plan *o
 	GsRunning **chosen = palloc(sizeof(GsRunning *) * Max(n, 1));
 	double		need = j->gpus * j->workers;
 	double		have = free_gpus;
+	double		next_try = need;
 
 	for (k = 0; k < n; k++)
 	{
@@ -224,13 +242,24 @@ greedy_plan(GsPlacer *p, GsJob *j, Cand *cands, int n, double free_gpus, Plan *o
 		gs_model_release(p, cands[k].r, true);
 		chosen[used++] = cands[k].r;
 		have += cands[k].r->gpus_total;
-		/* placing is only worth trying once enough GPUs could be free */
-		if (have + 1e-9 >= need && fits(p, j))
+		/*
+		 * Placing is only worth trying once enough GPUs could be free, and
+		 * after a try that failed only once a fifth more is: the probes grow
+		 * with the log of the victims released, not with their number.
+		 */
+		if (have + 1e-9 >= next_try)
 		{
-			ok = true;
-			break;
+			if (fits(p, j))
+			{
+				ok = true;
+				break;
+			}
+			next_try = have * 1.2;
 		}
 	}
+	/* the last releases may have made room without a try */
+	if (!ok && used > 0 && have + 1e-9 >= need && fits(p, j))
+		ok = true;
 	if (ok)
 	{
 		/* prune: most expensive first, keep out what is not needed */
@@ -239,7 +268,7 @@ greedy_plan(GsPlacer *p, GsJob *j, Cand *cands, int n, double free_gpus, Plan *o
 			if (used == 1)
 				break;
 			gs_model_release(p, chosen[k], false);
-			if (fits(p, j))
+			if (fits_pruning(p, j))
 			{
 				chosen[k] = NULL;
 				continue;
