@@ -9,7 +9,9 @@
  * be tried again in the second phase as borrowed work elsewhere.
  *
  * Priority order: priority, then submit order, across teams; quota rules
- * still decide where each job may go and whether it borrows.
+ * still decide where each job may go and whether it borrows, and a
+ * guaranteed candidate that does not fit is tried again at once as
+ * borrowed work elsewhere.
  *
  * Each job's per-team queue is scanned once per phase, so the order costs
  * O(jobs × teams) at most.
@@ -45,6 +47,7 @@ struct GsOrder
 	GsJob	   *current;		/* handed out, not yet reported */
 	uint8	   *team_phases;	/* [nq]: bit p-1 set once a team had a try in phase p */
 	int		   *ahead;			/* [njobs]: teams ahead with a lower share, at the last try */
+	GsJob	   *retry;			/* priority policy: a guaranteed try that failed, to borrow */
 };
 
 static int
@@ -241,6 +244,26 @@ next_priority(GsOrder *o)
 {
 	GsCluster  *c = o->st->cluster;
 
+	/*
+	 * A guaranteed try that did not fit is tried again at once as borrowed
+	 * work elsewhere, as the fair order's second phase does; if quota
+	 * allows it nowhere, it keeps the reason it did not fit for.
+	 */
+	if (o->retry != NULL)
+	{
+		GsJob	   *j = o->retry;
+		char	   *why = NULL;
+
+		o->retry = NULL;
+		j->pool_mask = gs_borrow_pools(c, j, &why);
+		if (j->pool_mask != 0)
+		{
+			j->try_borrowing = true;
+			j->share_at_try = gs_dominant_share(c, j->tix);
+			tried(o, j);
+			return j;
+		}
+	}
 	while (o->gcur < o->st->njobs)
 	{
 		GsJob	   *j = o->global[o->gcur++];
@@ -294,6 +317,8 @@ gs_order_failed(GsOrder *o, GsJob *j)
 
 		q->later[q->nlater++] = j;
 	}
+	else if (o->policy == GS_ORDER_PRIORITY && !j->try_borrowing && j->preemptible && j->tix >= 0)
+		o->retry = j;
 	o->current = NULL;
 }
 

@@ -170,6 +170,35 @@ SELECT team, nominal_gpus, borrowing_limit_gpus, used_gpus, borrowed_gpus FROM g
 SELECT * FROM gangsched.check_invariants();
 RESET gangsched.queue_order;
 
+-- Priority order, too, tries a guaranteed job that does not fit again as
+-- borrowed work elsewhere. Reserved pool p (8 GPUs) is full of beta's
+-- borrowed work; opportunistic pool spot (8 GPUs) is empty; alpha has a
+-- nominal quota of 4 in p. beta's bq (2 GPUs in p, priority 9) is first in
+-- line and gets the starvation guard; alpha's a1 fits its quota in p but p
+-- is full: it runs in spot, borrowed.
+DROP EXTENSION gangsched;
+CREATE EXTENSION gangsched;
+SELECT gangsched.set_topology_levels(ARRAY['rack']);
+SELECT gangsched.add_pool('p', 'reserved');
+SELECT gangsched.add_pool('spot', 'opportunistic');
+SELECT gangsched.add_node('p1', 'p', 'r1', 64, 512, 100, 8, 'a100', 80);
+SELECT gangsched.add_node('s1', 'spot', 'r2', 64, 512, 100, 8, 'a100', 80);
+SELECT gangsched.add_team('alpha');
+SELECT gangsched.add_team('beta');
+SELECT gangsched.set_quota('alpha', 'p', 4);
+SET gangsched.queue_order = 'priority';
+SELECT count(gangsched.submit('beta', 1, 1, pool => 'p')) FROM generate_series(1, 8);
+SELECT * FROM pg_temp.round();
+SELECT gangsched.submit('beta', 1, 2, pool => 'p', priority => 9, name => 'bq');
+SELECT gangsched.submit('alpha', 1, 1, name => 'a1');
+-- a1 is tried twice: within its quota in p, then borrowing (p or spot)
+SELECT position, name, would_borrow, fits_now FROM gangsched.queue ORDER BY position;
+SELECT * FROM pg_temp.round();
+SELECT j.name, j.state, j.borrowed, p.node FROM gangsched.jobs j LEFT JOIN gangsched.placements p ON p.job = j.job
+ WHERE j.name IN ('bq', 'a1') ORDER BY j.job;
+SELECT * FROM gangsched.check_invariants();
+RESET gangsched.queue_order;
+
 /* ================================================================== */
 /* 4. why_pending names the fair order                                 */
 /* ================================================================== */

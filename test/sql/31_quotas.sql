@@ -18,14 +18,17 @@ SET gangsched.preemption = off;
 CREATE FUNCTION pg_temp.round() RETURNS TABLE (considered int, placed int, preempted int, note text)
 LANGUAGE sql AS $$ SELECT r.considered, r.placed, r.preempted, r.note FROM gangsched.run_round() r $$;
 
--- Run a statement; show 'ok' or its SQLSTATE and message.
+-- Run a statement; show 'ok' or its SQLSTATE, message and detail.
 CREATE FUNCTION pg_temp.try(cmd text) RETURNS text
 LANGUAGE plpgsql AS $$
+DECLARE
+    d text;
 BEGIN
     EXECUTE cmd;
     RETURN 'ok';
 EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' || SQLERRM;
+    GET STACKED DIAGNOSTICS d = PG_EXCEPTION_DETAIL;
+    RETURN SQLSTATE || ': ' || SQLERRM || COALESCE(' (' || NULLIF(d, '') || ')', '');
 END $$;
 
 -- GPUs held now per pool and whether borrowed, from the three places that
@@ -115,6 +118,9 @@ SELECT DISTINCT reason FROM gangsched.jobs WHERE state = 'pending';
 SELECT team, nominal_gpus, lending_limit_gpus, used_gpus, borrowed_gpus, lent_gpus FROM gangsched.team_shares ORDER BY team;
 -- A second round places nothing more.
 SELECT * FROM pg_temp.round();
+-- A job larger than p less what beta keeps (16 - 6 = 10 GPUs) could never
+-- run: refused at submit.
+SELECT pg_temp.try($$SELECT gangsched.submit('alpha', 11, 1)$$);
 SELECT * FROM gangsched.check_invariants();
 
 -- The held-back capacity is there for beta: six jobs of its own run at
