@@ -45,7 +45,16 @@ struct GsOrder
 	int			nseq_tried;
 	bool		finalized;
 	GsJob	   *current;		/* handed out, not yet reported */
-	uint8	   *team_phases;	/* [nq]: bit p-1 set once a team had a try in phase p */
+	uint8	   *team_phases;
+	/* next_fair's per-team cache, valid while version and phase are unchanged */
+	uint64	   *cache_version;
+	int		   *cache_phase;
+	GsJob	  **cache_job;
+	double	   *cache_share;
+	uint64		version;		/* bumped by every placement */
+	/* team shares for the 'ahead' count, by version */
+	uint64	   *share_version;
+	double	   *share;	/* [nq]: bit p-1 set once a team had a try in phase p */
 	int		   *ahead;			/* [njobs]: teams ahead with a lower share, at the last try */
 	GsJob	   *retry;			/* priority policy: a guaranteed try that failed, to borrow */
 };
@@ -83,6 +92,17 @@ gs_order_begin(GsState *st, GsOrderPolicy policy)
 	o->nq = c->nteams + 1;
 	o->tq = palloc0(sizeof(TeamQ) * o->nq);
 	o->team_phases = palloc0(sizeof(uint8) * o->nq);
+	o->cache_version = palloc(sizeof(uint64) * o->nq);
+	o->cache_phase = palloc0(sizeof(int) * o->nq);
+	o->cache_job = palloc0(sizeof(GsJob *) * o->nq);
+	o->cache_share = palloc0(sizeof(double) * o->nq);
+	o->share_version = palloc(sizeof(uint64) * o->nq);
+	o->share = palloc0(sizeof(double) * o->nq);
+	for (i = 0; i < o->nq; i++)
+	{
+		o->cache_version[i] = UINT64_MAX;
+		o->share_version[i] = UINT64_MAX;
+	}
 	o->ahead = palloc0(sizeof(int) * Max(n, 1));
 	for (i = 0; i < n; i++)
 	{
@@ -182,6 +202,17 @@ peek_borrowing(GsOrder *o, int t)
 	return NULL;
 }
 
+static double
+team_share(GsOrder *o, int t)
+{
+	if (o->share_version[t] != o->version)
+	{
+		o->share[t] = gs_dominant_share(o->st->cluster, t);
+		o->share_version[t] = o->version;
+	}
+	return o->share[t];
+}
+
 static GsJob *
 next_fair(GsOrder *o)
 {
@@ -196,12 +227,30 @@ next_fair(GsOrder *o)
 
 		for (t = 0; t < o->nq; t++)
 		{
-			GsJob	   *j = (o->phase == 1) ? peek_guaranteed(o, t) : peek_borrowing(o, t);
+			GsJob	   *j;
 			double		ds;
 
+			/*
+			 * A team's next candidate and its share change only when a gang
+			 * is placed (o->version) or the team's own candidate is taken:
+			 * most tries fail, so most picks reuse them.
+			 */
+			if (o->cache_version[t] == o->version && o->cache_phase[t] == o->phase)
+			{
+				j = o->cache_job[t];
+				ds = o->cache_share[t];
+			}
+			else
+			{
+				j = (o->phase == 1) ? peek_guaranteed(o, t) : peek_borrowing(o, t);
+				ds = j ? gs_dominant_share(c, j->tix) : 0;
+				o->cache_job[t] = j;
+				o->cache_share[t] = ds;
+				o->cache_version[t] = o->version;
+				o->cache_phase[t] = o->phase;
+			}
 			if (j == NULL)
 				continue;
-			ds = gs_dominant_share(c, j->tix);
 			if (best < 0 || ds < bestds - 1e-12 ||
 				(ds <= bestds + 1e-12 && cmp_priority_fifo(&j, &bj) < 0))
 			{
@@ -221,7 +270,7 @@ next_fair(GsOrder *o)
 			 */
 			for (t = 0; t < c->nteams; t++)
 				if (t != bj->tix && (o->team_phases[t] & bit) &&
-					gs_dominant_share(c, t) < bestds - 1e-12)
+					team_share(o, t) < bestds - 1e-12)
 					ahead++;
 			o->ahead[bj - o->st->jobs] = ahead;
 			o->team_phases[best] |= bit;
@@ -230,6 +279,7 @@ next_fair(GsOrder *o)
 				o->tq[best].cur++;
 			else
 				o->tq[best].curlater++;
+			o->cache_version[best] = UINT64_MAX;	/* its candidate is taken */
 			tried(o, bj);
 			return bj;
 		}
@@ -304,6 +354,7 @@ gs_order_placed(GsOrder *o, GsJob *j)
 
 	j->borrowed = gs_beyond_nominal(c, j, pool);
 	gs_account(c, j, pool);
+	o->version++;
 	o->current = NULL;
 }
 

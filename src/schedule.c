@@ -156,6 +156,35 @@ gs_decide(GsState *st, GsDecision *out)
 			continue;
 		}
 		/* (the text of why is built only where it is stored or shown) */
+		/*
+		 * Work conservation before anything else: a preemptible job that did
+		 * not fit within its quota runs at once on idle capacity it may
+		 * borrow elsewhere (another pool), rather than preempting or being
+		 * held by the starvation guard.
+		 */
+		if (!j->try_borrowing && j->preemptible && !j->quota_blocked)
+		{
+			char	   *qwhy = NULL;
+			uint64_t	guaranteed = j->pool_mask;
+			uint64_t	elsewhere = gs_borrow_pools(c, j, &qwhy) & ~guaranteed;
+
+			if (elsewhere != 0)
+			{
+				GsWhy		bwhy;
+
+				j->pool_mask = elsewhere;
+				j->try_borrowing = true;
+				if (gs_place(out->placer, j, &bwhy))
+				{
+					out->placed++;
+					out->workers_placed += j->workers;
+					gs_order_placed(out->order, j);
+					continue;
+				}
+				j->pool_mask = guaranteed;
+				j->try_borrowing = false;
+			}
+		}
 		/* preemption: victims whose capacity makes a valid placement */
 		if (gs_preemption)
 		{
