@@ -174,6 +174,7 @@ gs_decide(GsState *st, GsDecision *out)
 
 				j->pool_mask = elsewhere;
 				j->try_borrowing = true;
+				out->considered++;	/* a second try, as borrowed work */
 				if (gs_place(out->placer, j, &bwhy))
 				{
 					out->placed++;
