@@ -128,6 +128,7 @@ gs_decide(GsState *st, GsDecision *out)
 	bool		guard_done = false;
 	int			i;
 	int			failed = 0;
+	bool		borrow_tried;
 	HTAB	   *memo;
 	HASHCTL		ctl;
 
@@ -162,6 +163,7 @@ gs_decide(GsState *st, GsDecision *out)
 		 * borrow elsewhere (another pool), rather than preempting or being
 		 * held by the starvation guard.
 		 */
+		borrow_tried = false;
 		if (!j->try_borrowing && j->preemptible && !j->quota_blocked)
 		{
 			char	   *qwhy = NULL;
@@ -175,6 +177,7 @@ gs_decide(GsState *st, GsDecision *out)
 				j->pool_mask = elsewhere;
 				j->try_borrowing = true;
 				out->considered++;	/* a second try, as borrowed work */
+				borrow_tried = true;
 				if (gs_place(out->placer, j, &bwhy))
 				{
 					out->placed++;
@@ -219,7 +222,9 @@ gs_decide(GsState *st, GsDecision *out)
 			j->reason = s.data;
 			continue;
 		}
-		gs_order_failed(out->order, j);
+		/* (tried as borrowed work already: no second borrowing try later) */
+		if (!borrow_tried)
+			gs_order_failed(out->order, j);
 	}
 
 	/*
