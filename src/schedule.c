@@ -129,6 +129,7 @@ gs_decide(GsState *st, GsDecision *out)
 	int			i;
 	int			failed = 0;
 	bool		borrow_tried;
+	uint64_t	elsewhere;
 	HTAB	   *memo;
 	HASHCTL		ctl;
 
@@ -164,11 +165,13 @@ gs_decide(GsState *st, GsDecision *out)
 		 * held by the starvation guard.
 		 */
 		borrow_tried = false;
+		elsewhere = 0;
 		if (!j->try_borrowing && j->preemptible && !j->quota_blocked)
 		{
 			char	   *qwhy = NULL;
 			uint64_t	guaranteed = j->pool_mask;
-			uint64_t	elsewhere = gs_borrow_pools(c, j, &qwhy) & ~guaranteed;
+
+			elsewhere = gs_borrow_pools(c, j, &qwhy) & ~guaranteed;
 
 			if (elsewhere != 0)
 			{
@@ -209,8 +212,23 @@ gs_decide(GsState *st, GsDecision *out)
 		/* without backfill, nothing after the first that does not fit */
 		if (!gs_backfill)
 			break;
-		/* the first that does not fit, if it would fit the cluster as it is when empty */
-		if (!guard_done && gs_reserve(out->placer, j))
+		/*
+		 * The first that does not fit, if it would fit the cluster as it is
+		 * when empty: within its quota, or else where it may borrow.
+		 */
+		if (!guard_done && !gs_reserve(out->placer, j) && borrow_tried)
+		{
+			uint64_t	guaranteed = j->pool_mask;
+
+			j->pool_mask = elsewhere;
+			j->try_borrowing = true;
+			if (!gs_reserve(out->placer, j))
+			{
+				j->pool_mask = guaranteed;
+				j->try_borrowing = false;
+			}
+		}
+		if (!guard_done && j->reserved)
 		{
 			StringInfoData s;
 
