@@ -98,3 +98,33 @@ clean-agent:
 # TAP output test by test ("ok N - ..."), from which tools/gs counts the
 # TAP tests (a plain prove prints one line per file).
 PROVE_FLAGS = --verbose
+
+# The trace replay (tools/replay, docs/replay.md): gangsched-replay, a plain
+# libpq program built with the module and installed into PostgreSQL's
+# bindir. Explicit rules: PGXS's PROGRAM would clash with MODULE_big's OBJS.
+REPLAY = tools/replay/gangsched-replay
+REPLAY_SRCS = $(sort $(wildcard tools/replay/*.c))
+REPLAY_CFLAGS = -O2 -g -std=gnu11 -Wall -Wextra -Werror -DGS_VERSION='"$(EXTVERSION)"' \
+                -I$(shell $(PG_CONFIG) --includedir)
+REPLAY_LIBS = -L$(shell $(PG_CONFIG) --libdir) -lpq -lm
+
+all: $(REPLAY)
+$(REPLAY): $(REPLAY_SRCS) $(wildcard tools/replay/*.h) $(EXTENSION).control
+	$(CC) $(REPLAY_CFLAGS) -o $@ $(REPLAY_SRCS) $(REPLAY_LIBS)
+
+.PHONY: install-replay uninstall-replay clean-replay replay
+install: install-replay
+install-replay: $(REPLAY)
+	$(MKDIR_P) '$(DESTDIR)$(bindir)'
+	$(INSTALL_PROGRAM) $(REPLAY) '$(DESTDIR)$(bindir)/gangsched-replay'
+uninstall: uninstall-replay
+uninstall-replay:
+	rm -f '$(DESTDIR)$(bindir)/gangsched-replay'
+clean: clean-replay
+clean-replay:
+	rm -f $(REPLAY)
+
+# docs/replay.md's table and plot against the server named by PGHOST/PGPORT/
+# PGUSER (options through REPLAY_ARGS, e.g. make replay REPLAY_ARGS=--quick).
+replay:
+	bash bench/replay.sh $(REPLAY_ARGS)
