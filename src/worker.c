@@ -41,6 +41,7 @@
 typedef struct GsWorkerShared
 {
 	pg_atomic_uint32 procno;	/* worker's PGPROC number + 1, 0 when none */
+	pg_atomic_uint32 dboid;		/* the worker's database */
 	pg_atomic_uint64 wakeups;	/* commits that asked for a round */
 	pg_atomic_uint64 rounds;	/* rounds the worker ran */
 } GsWorkerShared;
@@ -69,6 +70,7 @@ gs_shmem_startup(void)
 	if (!found)
 	{
 		pg_atomic_init_u32(&gs_shared->procno, 0);
+		pg_atomic_init_u32(&gs_shared->dboid, InvalidOid);
 		pg_atomic_init_u64(&gs_shared->wakeups, 0);
 		pg_atomic_init_u64(&gs_shared->rounds, 0);
 	}
@@ -82,6 +84,9 @@ gs_wake_worker(void)
 	uint32		procno;
 
 	if (gs_shared == NULL)
+		return;
+	/* only commits in the worker's own database change what its rounds see */
+	if (pg_atomic_read_u32(&gs_shared->dboid) != MyDatabaseId)
 		return;
 	pg_atomic_fetch_add_u64(&gs_shared->wakeups, 1);
 	procno = pg_atomic_read_u32(&gs_shared->procno);
@@ -167,6 +172,7 @@ gs_worker_main(Datum arg)
 	}
 	BackgroundWorkerInitializeConnection(gs_database, NULL, 0);
 
+	pg_atomic_write_u32(&gs_shared->dboid, MyDatabaseId);
 	pg_atomic_write_u32(&gs_shared->procno, MyProc->pgprocno + 1);
 	before_shmem_exit(gs_worker_detach, (Datum) 0);
 	ereport(LOG, (errmsg("gangsched scheduler worker started in database \"%s\"", gs_database)));

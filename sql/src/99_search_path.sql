@@ -23,3 +23,6 @@ END $$;
 -- check_invariants() is one large query over small data: its plan's cost
 -- estimate reaches the JIT threshold and compiling it costs seconds. Off.
 ALTER FUNCTION gangsched.check_invariants() SET jit = off;
+-- Its hash joins over expanded device slices are estimated low and spill at
+-- the default work_mem (0.5-1.2 s with ~600 running workers, 50 ms with this).
+ALTER FUNCTION gangsched.check_invariants() SET work_mem = '64MB';
