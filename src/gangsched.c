@@ -9,6 +9,7 @@
 #include "fmgr.h"
 
 #include "gangsched.h"
+#include "tenancy.h"
 #include "worker.h"
 
 PG_MODULE_MAGIC;
@@ -19,6 +20,7 @@ void
 _PG_init(void)
 {
 	gs_guc_init();
+	gs_tenancy_init();
 	gs_wake_init();
 	gs_worker_init();
 }

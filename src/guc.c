@@ -107,43 +107,43 @@ gs_guc_init(void)
 	DefineCustomStringVariable("gangsched.clock_override",
 							   "Fixes the scheduler's clock at this timestamp (virtual time for tests and trace replays).",
 							   "Empty means the real clock, pg_catalog.now(). Every time rule reads gangsched.now().",
-							   &gs_clock_override, "", PGC_USERSET, 0,
+							   &gs_clock_override, "", PGC_SUSET, 0,
 							   check_clock_override, NULL, NULL);
 
 	DefineCustomIntVariable("gangsched.start_timeout",
 							"Requeues a placed job whose agents have not all confirmed it within this time.",
 							"The gang never became ready; its allocations are ended and it goes back to pending.",
-							&gs_start_timeout_s, 300, 1, INT_MAX / 1000, PGC_USERSET,
+							&gs_start_timeout_s, 300, 1, INT_MAX / 1000, PGC_SUSET,
 							GUC_UNIT_S, NULL, NULL, NULL);
 
 	DefineCustomIntVariable("gangsched.default_queue_timeout",
 							"Expires a pending job after waiting this long, unless it gave its own queue_timeout.",
 							"0 means jobs wait without limit.",
-							&gs_default_queue_timeout_s, 0, 0, INT_MAX / 1000, PGC_USERSET,
+							&gs_default_queue_timeout_s, 0, 0, INT_MAX / 1000, PGC_SUSET,
 							GUC_UNIT_S, NULL, NULL, NULL);
 
 	DefineCustomIntVariable("gangsched.min_runtime",
 							"A job that started less than this long ago is not chosen as a preemption victim.",
 							"Guards against thrashing.",
-							&gs_min_runtime_s, 300, 0, INT_MAX / 1000, PGC_USERSET,
+							&gs_min_runtime_s, 300, 0, INT_MAX / 1000, PGC_SUSET,
 							GUC_UNIT_S, NULL, NULL, NULL);
 
 	DefineCustomIntVariable("gangsched.default_grace",
 							"Grace a preempted job gets to checkpoint when it gave no grace of its own.",
 							NULL,
-							&gs_default_grace_s, 60, 0, INT_MAX / 1000, PGC_USERSET,
+							&gs_default_grace_s, 60, 0, INT_MAX / 1000, PGC_SUSET,
 							GUC_UNIT_S, NULL, NULL, NULL);
 
 	DefineCustomIntVariable("gangsched.max_grace",
 							"Upper bound on any preempted job's grace before it is killed.",
 							NULL,
-							&gs_max_grace_s, 600, 0, INT_MAX / 1000, PGC_USERSET,
+							&gs_max_grace_s, 600, 0, INT_MAX / 1000, PGC_SUSET,
 							GUC_UNIT_S, NULL, NULL, NULL);
 
 	DefineCustomIntVariable("gangsched.restart_cost",
 							"Work a preempted job loses to restarting, added to its work since the last checkpoint when choosing victims.",
 							"In seconds of the job's GPUs.",
-							&gs_restart_cost_s, 60, 0, INT_MAX / 1000, PGC_USERSET,
+							&gs_restart_cost_s, 60, 0, INT_MAX / 1000, PGC_SUSET,
 							GUC_UNIT_S, NULL, NULL, NULL);
 
 	DefineCustomIntVariable("gangsched.node_timeout",
@@ -164,18 +164,18 @@ gs_guc_init(void)
 							 "weighted dominant share first, recomputed after every placement; within a team priority, "
 							 "then submit order. priority: priority, then submit order, across teams. Quota rules "
 							 "apply under both.",
-							 &gs_queue_order, 0, queue_order_options, PGC_USERSET, 0, NULL, NULL, NULL);
+							 &gs_queue_order, 0, queue_order_options, PGC_SUSET, 0, NULL, NULL, NULL);
 
 	DefineCustomBoolVariable("gangsched.preemption",
 							 "Lets rounds preempt running gangs (reclaim, fair share, priority).",
 							 "Off: a job that does not fit waits; nothing is preempted.",
-							 &gs_preemption, true, PGC_USERSET, 0, NULL, NULL, NULL);
+							 &gs_preemption, true, PGC_SUSET, 0, NULL, NULL, NULL);
 
 	DefineCustomBoolVariable("gangsched.backfill",
 							 "Lets later jobs be placed when an earlier one in the round's order does not fit.",
 							 "Off: a round stops at the first job that does not fit (strict order, no backfill; "
 							 "the starvation guard is then not needed). For baselines such as trace replays.",
-							 &gs_backfill, true, PGC_USERSET, 0, NULL, NULL, NULL);
+							 &gs_backfill, true, PGC_SUSET, 0, NULL, NULL, NULL);
 
 	DefineCustomBoolVariable("gangsched.enabled",
 							 "Lets the background worker run scheduling rounds.",
