@@ -57,6 +57,8 @@ BEGIN
     END;
     IF pg_temp.fingerprint() IS DISTINCT FROM before THEN
         RAISE NOTICE 'STATE CHANGED by a refused call';
+    END IF;
+END $$;
 
 /* ---------------- a small cluster ---------------- */
 
@@ -136,7 +138,8 @@ CALL pg_temp.refused($$SELECT gangsched.submit('vision', 1, 1, gpu_mem_gb => 1e-
 -- the bounds themselves are accepted
 BEGIN;
 SELECT gangsched.add_team('light', 0.000001) > 0 AND gangsched.add_team('heavy', 1000000) > 0 AS accepted;
-SELECT gangsched.set_quota('vision', 'main', 1e9, cpus => 0.000001, mem_gb => 1e9) IS NULL AS accepted;
+SELECT gangsched.set_quota('vision', 'main', 1e9, cpus => 0.000001, mem_gb => 1e9);
+SELECT gpus, cpus, mem_gb FROM gangsched.quotas;
 ROLLBACK;
 
 /* ---------------- intervals ---------------- */
@@ -179,9 +182,11 @@ CALL pg_temp.refused($$SELECT gangsched.set_team_limits('vision', max_pending =>
 CALL pg_temp.refused($$SELECT gangsched.set_team_limits('vision', max_workers_per_gang => -1)$$);
 CALL pg_temp.refused($$SELECT gangsched.set_team_limits('nobody', 10)$$);
 
--- the tables refuse what the functions refuse
-CALL pg_temp.refused($$INSERT INTO gangsched.pools (name, kind) VALUES ('a"b', 'reserved')$$);
-CALL pg_temp.refused($$UPDATE gangsched.nodes SET name = E'n1\\' WHERE name = 'n1'$$);
+-- the tables refuse what the functions refuse (23514)
+\set VERBOSITY terse
+INSERT INTO gangsched.pools (name, kind) VALUES ('a"b', 'reserved');
+UPDATE gangsched.nodes SET name = E'n1\\' WHERE name = 'n1';
+\set VERBOSITY default
 
 SELECT * FROM gangsched.check_invariants();
 
