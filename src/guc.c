@@ -32,6 +32,8 @@ bool		gs_enabled = true;
 int			gs_queue_order = 0;
 bool		gs_preemption = true;
 bool		gs_backfill = true;
+int			gs_max_pending_per_team = 10000;
+int			gs_max_workers_per_gang = 4096;
 
 static const struct config_enum_entry queue_order_options[] = {
 	{"fair", 0, false},
@@ -176,6 +178,18 @@ gs_guc_init(void)
 							 "Off: a round stops at the first job that does not fit (strict order, no backfill; "
 							 "the starvation guard is then not needed). For baselines such as trace replays.",
 							 &gs_backfill, true, PGC_SUSET, 0, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("gangsched.max_pending_per_team",
+							"submit() refuses a team's job (53S07) while the team has this many pending jobs.",
+							"A team's own limit (gangsched.set_team_limits) takes precedence. Bounds the queue a round reads.",
+							&gs_max_pending_per_team, 10000, 1, INT_MAX, PGC_SUSET,
+							0, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("gangsched.max_workers_per_gang",
+							"submit() refuses a gang of more workers than this (53S08).",
+							"A team's own limit (gangsched.set_team_limits) takes precedence.",
+							&gs_max_workers_per_gang, 4096, 1, INT_MAX, PGC_SUSET,
+							0, NULL, NULL, NULL);
 
 	DefineCustomBoolVariable("gangsched.enabled",
 							 "Lets the background worker run scheduling rounds.",

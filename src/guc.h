@@ -19,6 +19,8 @@ extern bool gs_enabled;
 extern int	gs_queue_order;		/* GsOrderPolicy */
 extern bool gs_preemption;
 extern bool gs_backfill;
+extern int	gs_max_pending_per_team;	/* read by submit() in SQL */
+extern int	gs_max_workers_per_gang;	/* read by submit() in SQL */
 extern char *gs_database;
 
 /* The scheduler's clock: the override when set, else now(). */

@@ -52,8 +52,77 @@ LANGUAGE sql IMMUTABLE AS $$
                 ELSE gangsched._subpath(topology, 0, depth)::text END
 $$;
 
--- Refuse NULL, negative, NaN and infinite amounts.
-CREATE FUNCTION gangsched._check_amount(val numeric, what text, allow_null bool DEFAULT false) RETURNS void
+-- A value as error messages show it: JSON-quoted (quotes, backslashes and
+-- control characters escaped) and cut after 64 characters.
+CREATE FUNCTION gangsched._shown(val text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT pg_catalog.to_json(pg_catalog.left(val, 64))::text
+           || CASE WHEN pg_catalog.length(val) > 64 THEN '...' ELSE '' END
+$$;
+
+-- Names of teams, pools, nodes, datasets and GPU models: 1 to 63 characters,
+-- ASCII letters, digits, '.', '_' and '-', beginning with a letter or a
+-- digit (docs/sql-api.md#names). Nothing else can be printed into JSON,
+-- channels, logs or shell commands unquoted by mistake. 22023 otherwise.
+CREATE FUNCTION gangsched._check_name(val text, what text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+BEGIN
+    IF val IS NULL OR val = '' THEN
+        RAISE EXCEPTION '% must not be empty', what
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = format('Give the %s as 1 to 63 letters, digits, ".", "_" or "-".', what);
+    END IF;
+    IF pg_catalog.length(val) > 63 OR val !~ '^[A-Za-z0-9][A-Za-z0-9._-]*$' THEN
+        RAISE EXCEPTION 'invalid %: %', what, gangsched._shown(val)
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = CASE WHEN pg_catalog.length(val) > 63
+                                THEN format('The %s has %s characters; at most 63 are allowed.', what, pg_catalog.length(val))
+                                ELSE format('A %s is 1 to 63 ASCII letters, digits, ".", "_" and "-", beginning with a letter or a digit.', what) END,
+                  HINT = format('Use a %s such as ''gpu-0042'', ''vision'' or ''imagenet.v2''.', what);
+    END IF;
+END $$;
+
+-- Free-text labels (a job's name): at most max_chars characters, no control
+-- characters (newlines, tabs, escapes). 22023 otherwise.
+CREATE FUNCTION gangsched._check_label(val text, what text, max_chars int) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+BEGIN
+    IF val IS NULL THEN
+        RETURN;
+    END IF;
+    IF pg_catalog.length(val) > max_chars THEN
+        RAISE EXCEPTION '% is too long: % characters', what, pg_catalog.length(val)
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('A %s has at most %s characters.', what, max_chars),
+                  HINT = format('Shorten the %s.', what);
+    END IF;
+    IF val ~ '[[:cntrl:]]' THEN
+        RAISE EXCEPTION '% contains a control character: %', what, gangsched._shown(val)
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('A %s is printable text on one line: no newlines, tabs or other control characters.', what),
+                  HINT = format('Remove the control characters from the %s.', what);
+    END IF;
+END $$;
+
+-- Long text (a job's command, an agent's message): at most max_bytes bytes
+-- of UTF-8. 22001 (string_data_right_truncation) otherwise; nothing is cut.
+CREATE FUNCTION gangsched._check_text(val text, what text, max_bytes int) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+BEGIN
+    IF pg_catalog.octet_length(val) > max_bytes THEN
+        RAISE EXCEPTION '% is too long: % bytes', what, pg_catalog.octet_length(val)
+            USING ERRCODE = 'string_data_right_truncation',
+                  DETAIL = format('A %s has at most %s bytes.', what, max_bytes),
+                  HINT = format('Keep the %s short and put the rest in a file the job reads.', what);
+    END IF;
+END $$;
+
+-- Refuse NULL, negative, NaN and infinite amounts, and amounts outside
+-- [0.000001, max] other than 0: every amount must survive the float8 copies
+-- the rounds and the generated columns make (1e-400 underflows, 1e400
+-- overflows) with room to multiply by workers and nodes. 22003 otherwise.
+CREATE FUNCTION gangsched._check_amount(val numeric, what text, allow_null bool DEFAULT false,
+                                        max numeric DEFAULT 1e9) RETURNS void
 LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN
     IF val IS NULL THEN
@@ -67,6 +136,13 @@ BEGIN
             USING ERRCODE = 'numeric_value_out_of_range',
                   HINT = format('Give %s as a non-negative finite number.', what);
     END IF;
+    IF val > max OR (val > 0 AND val < 0.000001) THEN
+        RAISE EXCEPTION '% must be 0 or between 0.000001 and %, not %', what, max,
+              pg_catalog.btrim(pg_catalog.to_char(val, '9.999EEEE'))
+            USING ERRCODE = 'numeric_value_out_of_range',
+                  DETAIL = format('Amounts are 0 or between 0.000001 and %s (docs/sql-api.md#bounds).', max),
+                  HINT = format('Give %s in its unit (CPUs, GB, Gbit/s, GPUs), within the bounds.', what);
+    END IF;
 END $$;
 
 CREATE FUNCTION gangsched._check_interval(val interval, what text, allow_zero bool) RETURNS void
@@ -77,6 +153,12 @@ BEGIN
               CASE WHEN allow_zero THEN 'zero or positive' ELSE 'positive' END, val
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = format('Give %s as a positive interval such as ''10 minutes'', or leave it NULL for the default.', what);
+    END IF;
+    IF val > '100 years'::interval THEN
+        RAISE EXCEPTION '% must be at most 100 years, not %', what, val
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'Longer intervals overflow the timestamps they are added to.',
+                  HINT = format('Give %s as at most ''100 years'', or leave it NULL for the default.', what);
     END IF;
 END $$;
 

@@ -24,6 +24,12 @@ BEGIN
                   HINT = 'Merge levels that do not matter for placement.';
     END IF;
     FOR i IN 1 .. cardinality(levels) LOOP
+        IF length(levels[i]) > 63 THEN
+            RAISE EXCEPTION 'invalid topology level name %', gangsched._shown(levels[i])
+                USING ERRCODE = 'invalid_parameter_value',
+                      DETAIL = format('The name has %s characters; at most 63 are allowed.', length(levels[i])),
+                      HINT = 'Use names such as zone, spine, rack.';
+        END IF;
         IF levels[i] IS NULL OR levels[i] !~ '^[a-z][a-z0-9_]*$' OR levels[i] = 'node' THEN
             RAISE EXCEPTION 'invalid topology level name "%"', levels[i]
                 USING ERRCODE = 'invalid_parameter_value',
@@ -61,6 +67,7 @@ BEGIN
         RAISE EXCEPTION 'pool name must not be empty'
             USING ERRCODE = 'invalid_parameter_value', HINT = 'Name the pool, for example ''reserved-a100''.';
     END IF;
+    PERFORM gangsched._check_name(name, 'pool name');
     IF kind IS NULL OR kind NOT IN ('reserved', 'opportunistic') THEN
         RAISE EXCEPTION 'invalid pool kind "%"', kind
             USING ERRCODE = 'invalid_parameter_value',
@@ -92,6 +99,7 @@ BEGIN
         RAISE EXCEPTION 'node name must not be empty'
             USING ERRCODE = 'invalid_parameter_value', HINT = 'Use the host name, for example ''gpu-0042''.';
     END IF;
+    PERFORM gangsched._check_name(name, 'node name');
     pid := gangsched._pool_id(pool);
     IF nlev = 0 THEN
         RAISE EXCEPTION 'topology levels are not set'
@@ -109,10 +117,19 @@ BEGIN
                   DETAIL = format('The levels are %s.', (SELECT string_agg(l.name, '.' ORDER BY l.depth) FROM gangsched.topology_levels l)),
                   HINT = 'Give the path of domains that contain the node, outermost first, one label per level.';
     END IF;
-    PERFORM gangsched._check_amount(cpus, 'cpus');
-    PERFORM gangsched._check_amount(mem_gb, 'mem_gb');
-    PERFORM gangsched._check_amount(net_gbps, 'net_gbps');
-    PERFORM gangsched._check_amount(gpu_mem_gb, 'gpu_mem_gb', true);
+    IF topology::text !~ '^[A-Za-z0-9_-]{1,63}(\.[A-Za-z0-9_-]{1,63})*$' THEN
+        RAISE EXCEPTION 'invalid topology %', gangsched._shown(topology::text)
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'Each topology label is 1 to 63 ASCII letters, digits, "_" or "-".',
+                  HINT = 'Use labels such as z1.s2.r17.';
+    END IF;
+    PERFORM gangsched._check_amount(cpus, 'cpus', false, 1e6);
+    PERFORM gangsched._check_amount(mem_gb, 'mem_gb', false, 1e9);
+    PERFORM gangsched._check_amount(net_gbps, 'net_gbps', false, 1e9);
+    PERFORM gangsched._check_amount(gpu_mem_gb, 'gpu_mem_gb', true, 1e6);
+    IF gpus > 0 AND gpu_model IS NOT NULL THEN
+        PERFORM gangsched._check_name(gpu_model, 'gpu model');
+    END IF;
     IF gpus IS NULL OR gpus < 0 OR gpus > 64 THEN
         RAISE EXCEPTION 'gpus must be between 0 and 64, not %', gpus
             USING ERRCODE = 'numeric_value_out_of_range', HINT = 'Give the number of accelerators on the node, 0 for a CPU-only node.';
@@ -162,6 +179,7 @@ BEGIN
         RAISE EXCEPTION 'dataset name must not be empty'
             USING ERRCODE = 'invalid_parameter_value', HINT = 'Name the dataset as jobs name it in submit(dataset => ...).';
     END IF;
+    PERFORM gangsched._check_name(dataset, 'dataset name');
     INSERT INTO gangsched.datasets (node_id, dataset, cached_at) VALUES (n.id, dataset, gangsched.now())
     ON CONFLICT ON CONSTRAINT datasets_pkey DO NOTHING;
 END $$;
@@ -185,9 +203,16 @@ BEGIN
         RAISE EXCEPTION 'team name must not be empty'
             USING ERRCODE = 'invalid_parameter_value', HINT = 'Name the team, for example ''vision''.';
     END IF;
+    PERFORM gangsched._check_name(name, 'team name');
     IF weight IS NULL OR weight = 'NaN'::numeric OR weight <= 0 OR weight = 'Infinity'::numeric THEN
         RAISE EXCEPTION 'team weight must be a finite number > 0, not %', weight
             USING ERRCODE = 'numeric_value_out_of_range',
+                  HINT = 'Use 1 for an equal share; a team of weight 2 gets twice the dominant share.';
+    END IF;
+    IF weight < 0.000001 OR weight > 1000000 THEN
+        RAISE EXCEPTION 'team weight must be between 0.000001 and 1000000, not %', btrim(to_char(weight, '9.999EEEE'))
+            USING ERRCODE = 'numeric_value_out_of_range',
+                  DETAIL = 'Weights are compared as ratios; they need not be large or small.',
                   HINT = 'Use 1 for an equal share; a team of weight 2 gets twice the dominant share.';
     END IF;
     IF EXISTS (SELECT FROM gangsched.teams t WHERE t.name = add_team.name) THEN
@@ -195,6 +220,9 @@ BEGIN
             USING ERRCODE = 'unique_violation', HINT = 'Choose another name or use the existing team.';
     END IF;
     INSERT INTO gangsched.teams (name, weight) VALUES (name, weight) RETURNING teams.id INTO id;
+    -- the pending-count cache of submit(): a new team has no jobs
+    INSERT INTO gangsched.team_pending (team_id, pending, upto, counted_at)
+    SELECT id, 0, s.last_value, pg_catalog.now() FROM gangsched.queue_position_seq s;
     PERFORM gangsched._event('team', NULL, NULL, id, 'team added', jsonb_build_object('team', name, 'weight', weight));
     RETURN id;
 END $$;

@@ -20,11 +20,19 @@ BEGIN
         RAISE EXCEPTION 'workers must be at least 1, not %', COALESCE(workers::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value', HINT = 'A gang has one or more workers.';
     END IF;
-    PERFORM gangsched._check_amount(gpus, 'gpus');
-    PERFORM gangsched._check_amount(cpus, 'cpus');
-    PERFORM gangsched._check_amount(mem_gb, 'mem_gb');
-    PERFORM gangsched._check_amount(net_gbps, 'net_gbps');
-    PERFORM gangsched._check_amount(gpu_mem_gb, 'gpu_mem_gb', true);
+    PERFORM gangsched._check_amount(gpus, 'gpus', false, 64);
+    PERFORM gangsched._check_amount(cpus, 'cpus', false, 1e6);
+    PERFORM gangsched._check_amount(mem_gb, 'mem_gb', false, 1e9);
+    PERFORM gangsched._check_amount(net_gbps, 'net_gbps', false, 1e9);
+    PERFORM gangsched._check_amount(gpu_mem_gb, 'gpu_mem_gb', true, 1e6);
+    PERFORM gangsched._check_label(name, 'job name', 200);
+    PERFORM gangsched._check_text(command, 'command', 65536);
+    IF dataset IS NOT NULL THEN
+        PERFORM gangsched._check_name(dataset, 'dataset name');
+    END IF;
+    IF gpu_model IS NOT NULL THEN
+        PERFORM gangsched._check_name(gpu_model, 'gpu model');
+    END IF;
     IF gpus > 1 AND gpus <> trunc(gpus) THEN
         RAISE EXCEPTION 'gpus must be a whole number or a fraction of one device, not %', gpus
             USING ERRCODE = 'invalid_parameter_value',
@@ -68,6 +76,7 @@ BEGIN
     PERFORM gangsched._check_interval(checkpoint_interval, 'checkpoint_interval', false);
     PERFORM gangsched._check_interval(grace, 'grace', true);
     PERFORM gangsched._check_interval(queue_timeout, 'queue_timeout', false);
+    PERFORM gangsched._check_team_limits(j.team_id, workers);
     IF pool IS NOT NULL THEN
         j.pool_id := gangsched._pool_id(pool);
         IF NOT preemptible AND (SELECT kind FROM gangsched.pools WHERE id = j.pool_id) = 'opportunistic' THEN
