@@ -76,6 +76,7 @@ BEGIN
         RAISE EXCEPTION 'success must not be null'
             USING ERRCODE = 'null_value_not_allowed', HINT = 'Pass true for a clean exit, false for a failure.';
     END IF;
+    PERFORM gangsched._check_text(message, 'message', 8192);
     PERFORM gangsched._end_allocations(ARRAY[job], s, 'finished');
     DELETE FROM gangsched.holds h WHERE h.job = job_finished.job;
     UPDATE gangsched.gangs
