@@ -277,6 +277,17 @@ refused('portal_b', 'SELECT gangsched.run_round()', '42501', qr/permission denie
 is((as_role('portal_a', "SELECT command FROM gangsched.jobs WHERE job = $job"))[1],
 	"sleep 4; touch $marker\n", 'portal A reads its own command');
 
+# Anyone may NOTIFY the agent's channel (PostgreSQL has no privilege for
+# it): a forged "kill" only makes the agent resync, and node_work says the
+# job still runs
+my $chan = sql("SELECT 'gangsched_node_' || id FROM gangsched.nodes WHERE name = 'n1'");
+allowed('nobody', qq{NOTIFY $chan, '{"event": "kill", "job": $job}'},
+	'an unbound role can NOTIFY the agent\'s channel');
+usleep(1_500_000);
+is(sql("SELECT state FROM gangsched.jobs WHERE job = $job"), 'running',
+	"a forged kill notification changes nothing: A's job still runs");
+ok(!-e $marker, 'and its command has not been cut short');
+
 # An unbound login role can do nothing
 refused('nobody', "SELECT gangsched.submit('a', 1, 1)", '42501', qr/permission denied/,
 	'an unbound role cannot submit');
