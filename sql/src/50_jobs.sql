@@ -15,6 +15,7 @@ DECLARE
     j gangsched.gangs;
 BEGIN
     j.team_id := gangsched._team_id(team);
+    PERFORM gangsched._require_team(j.team_id, format('submit to team "%s"', team));
     IF workers IS NULL OR workers < 1 THEN
         RAISE EXCEPTION 'workers must be at least 1, not %', COALESCE(workers::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value', HINT = 'A gang has one or more workers.';
@@ -170,11 +171,14 @@ LANGUAGE plpgsql AS $$
 DECLARE
     j gangsched.gangs;
 BEGIN
-    SELECT * INTO j FROM gangsched.gangs WHERE id = job FOR UPDATE;
+    -- the role check comes before the row lock: a refused caller locks nothing
+    SELECT * INTO j FROM gangsched.gangs WHERE id = job;
     IF j.id IS NULL THEN
         RAISE EXCEPTION 'job % does not exist', job
-            USING ERRCODE = 'foreign_key_violation', HINT = 'See gangsched.gangs for the job ids.';
+            USING ERRCODE = 'foreign_key_violation', HINT = 'See gangsched.jobs for the job ids.';
     END IF;
+    PERFORM gangsched._require_team(j.team_id, format('cancel job %s', job));
+    SELECT * INTO j FROM gangsched.gangs WHERE id = job FOR UPDATE;
     IF j.state IN ('finished', 'failed', 'cancelled', 'expired') THEN
         RAISE EXCEPTION 'job % is already %', job, j.state
             USING ERRCODE = 'object_not_in_prerequisite_state',
@@ -195,9 +199,11 @@ END $$;
 CREATE FUNCTION gangsched.set_node_state(name text, state text) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
-    n   gangsched.nodes := gangsched._node(name);
+    n   gangsched.nodes;
     jid bigint;
 BEGIN
+    PERFORM gangsched._require_operator('change a node''s state');
+    n := gangsched._node(name);
     IF state IS NULL OR state NOT IN ('up', 'draining', 'down') THEN
         RAISE EXCEPTION 'invalid node state "%"', state
             USING ERRCODE = 'invalid_parameter_value',

@@ -24,10 +24,12 @@ END $$;
 CREATE FUNCTION gangsched.job_started(job bigint, node text) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
-    j      gangsched.gangs := gangsched._live_job(job, ARRAY['placed', 'running'], 'start');
     n      gangsched.nodes := gangsched._node(node);
+    j      gangsched.gangs;
     needed int[];
 BEGIN
+    PERFORM gangsched._require_node(n.id, node, 'confirm jobs');
+    j := gangsched._live_job(job, ARRAY['placed', 'running'], 'start');
     SELECT array_agg(DISTINCT a.node_id) INTO needed FROM gangsched.allocations a
      WHERE a.job = j.id AND upper_inf(a.during);
     IF NOT n.id = ANY (needed) THEN
@@ -55,6 +57,7 @@ DECLARE
     j gangsched.gangs := gangsched._live_job(job, ARRAY['placed', 'running', 'preempting'], 'checkpoint');
     t timestamptz := COALESCE(at, gangsched.now());
 BEGIN
+    PERFORM gangsched._require_job_agent(job, 'report a checkpoint of');
     IF t > gangsched.now() THEN
         RAISE EXCEPTION 'checkpoint time % is in the future', t
             USING ERRCODE = 'invalid_parameter_value', HINT = 'Report the time the checkpoint was written, or leave it out for now.';
@@ -68,6 +71,7 @@ DECLARE
     j gangsched.gangs := gangsched._live_job(job, ARRAY['placed', 'running', 'preempting'], 'finish');
     s text := CASE WHEN success THEN 'finished' ELSE 'failed' END;
 BEGIN
+    PERFORM gangsched._require_job_agent(job, 'report the end of');
     IF success IS NULL THEN
         RAISE EXCEPTION 'success must not be null'
             USING ERRCODE = 'null_value_not_allowed', HINT = 'Pass true for a clean exit, false for a failure.';
@@ -91,6 +95,7 @@ LANGUAGE plpgsql AS $$
 DECLARE
     n gangsched.nodes := gangsched._node(node);
 BEGIN
+    PERFORM gangsched._require_node(n.id, node, 'send heartbeats');
     UPDATE gangsched.nodes SET heartbeat_at = gangsched.now() WHERE id = n.id;
     IF n.state = 'down' AND n.down_by_timeout THEN
         UPDATE gangsched.nodes SET state = 'up', state_since = gangsched.now(), down_by_timeout = false

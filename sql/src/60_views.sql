@@ -3,7 +3,9 @@
 /* ------------------------------------------------------------------ */
 
 -- The portal's view of jobs (the table underneath is gangsched.gangs:
--- every job is a gang).
+-- every job is a gang). Each role sees what docs/security.md says: a
+-- portal its teams' jobs, an analyst and an operator every job; the command
+-- only of its own teams' jobs (an operator: every command).
 CREATE VIEW gangsched.jobs AS
 SELECT j.id AS job, t.name AS team, j.name, j.state, j.workers, j.gpus, j.cpus, j.mem_gb, j.net_gbps,
        j.priority, j.preemptible, j.borrowed, p.name AS pool,
@@ -11,9 +13,11 @@ SELECT j.id AS job, t.name AS team, j.name, j.state, j.workers, j.gpus, j.cpus, 
        gangsched._level_name(j.stage_span) AS stage_span, gangsched._level_name(j.span) AS span,
        j.gpu_model, j.gpu_mem_gb, j.dataset, j.locality,
        j.submitted_at, j.placed_at, j.started_at, j.finished_at, j.preempt_deadline, j.last_checkpoint_at,
-       j.preemptions, j.requeues, j.lost_gpu_seconds, j.reason, j.message, j.queue_pos, j.command,
+       j.preemptions, j.requeues, j.lost_gpu_seconds, j.reason, j.message, j.queue_pos,
+       CASE WHEN v.all_commands OR j.team_id = ANY (v.teams) THEN j.command END AS command,
        j.checkpoint_interval, j.grace, j.queue_timeout
-  FROM gangsched.gangs j
+  FROM gangsched._visibility() v
+  JOIN gangsched.gangs j ON v.all_rows OR j.team_id = ANY (v.teams)
   JOIN gangsched.teams t ON t.id = j.team_id
   LEFT JOIN gangsched.pools p ON p.id = j.pool_id;
 
@@ -22,7 +26,33 @@ SELECT j.id AS job, t.name AS team, j.name, j.state, j.workers, j.gpus, j.cpus, 
 CREATE VIEW gangsched.placements AS
 SELECT a.job, a.worker, n.name AS node, n.topology, d.device, a.first_slice, a.slices,
        a.cpus, a.mem_gb, a.net_gbps, a.borrowed, lower(a.during) AS since
-  FROM gangsched.allocations a
+  FROM gangsched._visibility() v
+  JOIN gangsched.allocations a ON v.all_rows OR a.team_id = ANY (v.teams)
   JOIN gangsched.nodes n ON n.id = a.node_id
   LEFT JOIN LATERAL unnest(CASE WHEN cardinality(a.devices) = 0 THEN ARRAY[NULL::int] ELSE a.devices END) AS d(device) ON true
  WHERE upper_inf(a.during);
+
+-- Who is bound to what (operators).
+CREATE VIEW gangsched.bindings AS
+SELECT pg_catalog.pg_get_userbyid(m.role) AS role, 'portal'::text AS kind, t.name AS team, NULL::text AS node, m.added_at
+  FROM gangsched.members m JOIN gangsched.teams t ON t.id = m.team_id
+UNION ALL
+SELECT pg_catalog.pg_get_userbyid(a.role), 'agent', NULL, n.name, a.added_at
+  FROM gangsched.agents a JOIN gangsched.nodes n ON n.id = a.node_id;
+
+-- The allocation history for analysts: one row per worker and allocation,
+-- with the names the ids stand for.
+CREATE VIEW gangsched.allocation_history AS
+SELECT a.id, a.job, a.worker, t.name AS team, n.name AS node, p.name AS pool, a.devices, a.first_slice, a.slices,
+       a.gpus, a.cpus, a.mem_gb, a.net_gbps, a.borrowed, a.during, a.end_reason
+  FROM gangsched.allocations a
+  JOIN gangsched.teams t ON t.id = a.team_id
+  JOIN gangsched.nodes n ON n.id = a.node_id
+  JOIN gangsched.pools p ON p.id = n.pool_id;
+
+-- Every decision with its reason and the role that acted.
+CREATE VIEW gangsched.event_log AS
+SELECT e.id, e.at, e.kind, e.job, n.name AS node, t.name AS team, e.reason, e.detail, e.actor
+  FROM gangsched.events e
+  LEFT JOIN gangsched.nodes n ON n.id = e.node_id
+  LEFT JOIN gangsched.teams t ON t.id = e.team_id;

@@ -45,7 +45,21 @@ CREATE FUNCTION gangsched.run_round(OUT ran bool, OUT considered int, OUT placed
 RETURNS record LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'gs_run_round';
 
 -- Why a job waits, computed now against the current state by simulating
--- the next round without writing anything.
-CREATE FUNCTION gangsched.why_pending(job bigint)
+-- the next round without writing anything. Internal: why_pending() checks
+-- that the caller acts for the job's team first.
+CREATE FUNCTION gangsched._why_pending(job bigint)
 RETURNS TABLE (reason text, detail text)
 LANGUAGE C VOLATILE STRICT AS 'MODULE_PATHNAME', 'gs_why_pending';
+
+CREATE FUNCTION gangsched.why_pending(job bigint)
+RETURNS TABLE (reason text, detail text)
+LANGUAGE plpgsql VOLATILE STRICT AS $$
+DECLARE
+    tid int;
+BEGIN
+    SELECT g.team_id INTO tid FROM gangsched.gangs g WHERE g.id = why_pending.job;
+    IF tid IS NOT NULL THEN
+        PERFORM gangsched._require_team(tid, format('explain job %s', job));
+    END IF;
+    RETURN QUERY SELECT w.reason, w.detail FROM gangsched._why_pending(job) w;
+END $$;

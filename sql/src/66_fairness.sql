@@ -11,11 +11,24 @@ RETURNS SETOF record LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'gs_queue';
 -- Pending jobs in the order the next round would try them, with the
 -- weighted dominant share of the job's team when it is tried and whether it
 -- would run on borrowed capacity (beyond its team's nominal quota).
+-- The rows of _queue() the caller may see (see the jobs view).
+CREATE FUNCTION gangsched._queue_visible(OUT "position" int, OUT job bigint, OUT dominant_share float8,
+                                         OUT would_borrow bool, OUT fits_now bool, OUT reason text)
+RETURNS SETOF record LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    v record := gangsched._visibility();
+BEGIN
+    RETURN QUERY
+    SELECT q.position, q.job, q.dominant_share, q.would_borrow, q.fits_now, q.reason
+      FROM gangsched._queue() q
+     WHERE v.all_rows OR (SELECT g.team_id FROM gangsched.gangs g WHERE g.id = q.job) = ANY (v.teams);
+END $$;
+
 CREATE VIEW gangsched.queue AS
 SELECT q.position, q.job, t.name AS team, j.name, j.priority, j.workers, j.gpus, j.preemptible,
        round(q.dominant_share::numeric, 4) AS dominant_share, q.would_borrow, q.fits_now, q.reason,
        j.submitted_at
-  FROM gangsched._queue() q
+  FROM gangsched._queue_visible() q
   JOIN gangsched.gangs j ON j.id = q.job
   JOIN gangsched.teams t ON t.id = j.team_id
  ORDER BY q.position;

@@ -117,6 +117,7 @@ LANGUAGE plpgsql AS $$
 DECLARE
     j gangsched.gangs := gangsched._live_job(job, ARRAY['preempting'], 'release');
 BEGIN
+    PERFORM gangsched._require_job_agent(job, 'release');
     IF checkpointed IS NULL THEN
         RAISE EXCEPTION 'checkpointed must not be null'
             USING ERRCODE = 'null_value_not_allowed',

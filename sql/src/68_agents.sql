@@ -9,11 +9,12 @@
 CREATE FUNCTION gangsched.node_work(node text)
 RETURNS TABLE (job bigint, action text, state text, worker int, local_rank int, local_world_size int,
                world_size int, devices int[], first_slice int, slices int, cpus numeric, mem_gb numeric,
-               net_gbps numeric, command text, rank0_node text, deadline timestamptz)
+               net_gbps numeric, command text, rank0_node text, deadline timestamptz, placed_at timestamptz)
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     n gangsched.nodes := gangsched._node(node);
 BEGIN
+    PERFORM gangsched._require_node(n.id, node, 'read the work');
     RETURN QUERY
     SELECT a.job,
            CASE WHEN g.state = 'preempting' THEN 'preempt'
@@ -25,7 +26,7 @@ BEGIN
            g.workers, a.devices, a.first_slice, a.slices, a.cpus, a.mem_gb, a.net_gbps, g.command,
            (SELECT n0.name FROM gangsched.allocations a0 JOIN gangsched.nodes n0 ON n0.id = a0.node_id
              WHERE a0.job = a.job AND a0.worker = 0 AND upper_inf(a0.during)),
-           g.preempt_deadline
+           g.preempt_deadline, g.placed_at
       FROM gangsched.allocations a JOIN gangsched.gangs g ON g.id = a.job
      WHERE a.node_id = n.id AND upper_inf(a.during) AND g.state IN ('placed', 'running', 'preempting')
      ORDER BY a.job, a.worker;
@@ -63,3 +64,14 @@ END $$;
 -- running), commits that asked for a round, and rounds it ran since start.
 CREATE FUNCTION gangsched.worker_status(OUT pid int, OUT wakeups bigint, OUT rounds bigint)
 RETURNS record LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'gs_worker_stats';
+
+-- An agent's start-up: its node's id and the channel it LISTENs on.
+CREATE FUNCTION gangsched.node_channel(node text, OUT node_id int, OUT channel text)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    n gangsched.nodes := gangsched._node(node);
+BEGIN
+    PERFORM gangsched._require_node(n.id, node, 'listen');
+    node_id := n.id;
+    channel := 'gangsched_node_' || n.id;
+END $$;

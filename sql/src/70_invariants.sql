@@ -153,4 +153,46 @@ SELECT 5, h.job, n.name, format('two nominated jobs hold slot %s', d.device * 8 
  WHERE EXISTS (SELECT FROM gangsched.holds h2, unnest(h2.devices) d2(device),
                       generate_series(h2.first_slice, h2.first_slice + h2.slices - 1) s2(slice)
                 WHERE h2.node_id = h.node_id AND h2.job < h.job AND d2.device * 8 + s2.slice = d.device * 8 + s.slice)
+UNION ALL
+-- 6. inventory: each node's device rows are exactly its declared GPUs, and
+--    its equivalence class has its shape (admission reasons over classes).
+SELECT 6, NULL, n.name, format('node declares %s GPUs of %s slices but its device rows are %s', n.gpus, n.gpu_slices,
+                               COALESCE(dv.list, 'none'))
+  FROM gangsched.nodes n
+  LEFT JOIN LATERAL (SELECT count(*) AS cnt, string_agg(d.idx || ':' || d.slices, ', ' ORDER BY d.idx) AS list,
+                            bool_and(d.idx < n.gpus AND d.slices = n.gpu_slices) AS ok
+                       FROM gangsched.devices d WHERE d.node_id = n.id) dv ON true
+ WHERE dv.cnt <> n.gpus OR NOT COALESCE(dv.ok, true)
+UNION ALL
+SELECT 6, NULL, n.name, format('node''s shape (pool %s, %s cpus, %s GB, %s Gb/s, %s GPUs) differs from its class %s',
+                               n.pool_id, n.cpus, n.mem_gb, n.net_gbps, n.gpus, n.class_id)
+  FROM gangsched.nodes n JOIN gangsched.node_classes c ON c.id = n.class_id
+ WHERE (n.pool_id, n.cpus, n.mem_gb, n.net_gbps, n.gpus, n.gpu_model, n.gpu_mem_gb, n.gpu_slices)
+       IS DISTINCT FROM (c.pool_id, c.cpus, c.mem_gb, c.net_gbps, c.gpus, c.gpu_model, c.gpu_mem_gb, c.gpu_slices)
+UNION ALL
+-- 7. the privilege boundary: no role but the owner may write gangsched's
+--    tables or sequences (operators may read them, the other roles only the
+--    views), nobody else may create in its schema, PUBLIC executes nothing.
+SELECT 7, NULL, NULL, format('%s has %s on %s', CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_get_userbyid(a.grantee) END,
+                             a.privilege_type, c.oid::regclass)
+  FROM pg_catalog.pg_class c CROSS JOIN LATERAL aclexplode(c.relacl) a
+ WHERE c.relnamespace = 'gangsched'::regnamespace AND c.relkind IN ('r', 'p', 'S', 'v', 'm')
+   AND a.grantee <> c.relowner
+   AND NOT (a.grantee <> 0 AND (SELECT rolsuper FROM pg_catalog.pg_roles WHERE oid = a.grantee))
+   AND NOT (a.privilege_type = 'SELECT' AND a.grantee <> 0
+            AND pg_get_userbyid(a.grantee) = 'gangsched_operator')
+   AND NOT (a.privilege_type = 'SELECT' AND c.relkind = 'v' AND a.grantee <> 0
+            AND pg_get_userbyid(a.grantee) IN ('gangsched_portal', 'gangsched_analyst'))
+UNION ALL
+SELECT 7, NULL, NULL, format('%s may %s in schema gangsched', CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_get_userbyid(a.grantee) END,
+                             a.privilege_type)
+  FROM pg_catalog.pg_namespace s CROSS JOIN LATERAL aclexplode(s.nspacl) a
+ WHERE s.nspname = 'gangsched' AND a.grantee <> s.nspowner
+   AND NOT (a.privilege_type = 'USAGE' AND a.grantee <> 0
+            AND pg_get_userbyid(a.grantee) IN ('gangsched_operator', 'gangsched_portal', 'gangsched_agent', 'gangsched_analyst'))
+UNION ALL
+SELECT 7, NULL, NULL, format('PUBLIC may execute %s', p.oid::regprocedure)
+  FROM pg_catalog.pg_proc p
+ WHERE p.pronamespace = 'gangsched'::regnamespace
+   AND (p.proacl IS NULL OR EXISTS (SELECT FROM aclexplode(p.proacl) a WHERE a.grantee = 0))
 $$;
