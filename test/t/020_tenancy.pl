@@ -243,7 +243,7 @@ is(sql(q{SELECT usename FROM pg_stat_activity WHERE application_name = 'gangsche
 # -------------------------------------------------------------------------
 my $marker = "$workdir/job-ran";
 $out = allowed('portal_a',
-	"SELECT gangsched.submit('a', 1, 2, name => 'a-job', command => 'sleep 4; touch $marker')",
+	"SELECT gangsched.submit('a', 1, 2, name => 'a-job', command => 'sleep 8; touch $marker')",
 	'portal A submits for team a');
 my ($job) = $out =~ /^(\d+)$/m;
 ok(defined $job, "job $job");
@@ -275,7 +275,7 @@ refused('portal_b', 'SET gangsched.start_timeout = 1', '42501',
 refused('portal_b', 'SELECT gangsched.run_round()', '42501', qr/permission denied/,
 	'portal B cannot run a round (42501)');
 is((as_role('portal_a', "SELECT command FROM gangsched.jobs WHERE job = $job"))[1],
-	"sleep 4; touch $marker\n", 'portal A reads its own command');
+	"sleep 8; touch $marker\n", 'portal A reads its own command');
 
 # Anyone may NOTIFY the agent's channel (PostgreSQL has no privilege for
 # it): a forged "kill" only makes the agent resync, and node_work says the
