@@ -96,9 +96,16 @@ SELECT r.rolname, c.relname, c.relkind FROM pg_class c
 -- and of both (pb), a group role bound to vision (grp) and a member of it
 -- (pm), agents of nodes n1 (a1) and n2 (a2), an analyst and a role with no
 -- binding at all.
-SET client_min_messages = warning;
-DROP ROLE IF EXISTS gs60_op, gs60_pv, gs60_pn, gs60_pb, gs60_grp, gs60_pm, gs60_a1, gs60_a2, gs60_an, gs60_nobody;
-RESET client_min_messages;
+-- (roles left behind by an interrupted run are dropped first)
+DO $$
+DECLARE
+    r name;
+BEGIN
+    FOR r IN SELECT rolname FROM pg_roles WHERE rolname LIKE 'gs60\_%' ORDER BY rolname DESC LOOP
+        EXECUTE format('DROP OWNED BY %I', r);
+        EXECUTE format('DROP ROLE %I', r);
+    END LOOP;
+END $$;
 CREATE ROLE gs60_op;
 CREATE ROLE gs60_pv;
 CREATE ROLE gs60_pn;
@@ -459,5 +466,6 @@ RESET ROLE;
 /* ---------------- the end ---------------- */
 
 SELECT * FROM gangsched.check_invariants();
+REVOKE USAGE ON SCHEMA gangsched FROM gs60_nobody;
 DROP EXTENSION gangsched;
 DROP ROLE gs60_op, gs60_pv, gs60_pn, gs60_pb, gs60_pm, gs60_grp, gs60_a1, gs60_a2, gs60_an, gs60_nobody;
