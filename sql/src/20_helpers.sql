@@ -48,8 +48,8 @@ $$;
 -- itself at the innermost level.
 CREATE FUNCTION gangsched._domain(topology ltree, node_name text, depth int) RETURNS text
 LANGUAGE sql IMMUTABLE AS $$
-    SELECT CASE WHEN depth > nlevel(topology) THEN topology::text || '.' || node_name
-                ELSE subpath(topology, 0, depth)::text END
+    SELECT CASE WHEN depth > gangsched._nlevel(topology) THEN topology::text || '.' || node_name
+                ELSE gangsched._subpath(topology, 0, depth)::text END
 $$;
 
 -- Refuse NULL, negative, NaN and infinite amounts.

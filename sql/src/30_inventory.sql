@@ -103,8 +103,8 @@ BEGIN
             USING ERRCODE = 'null_value_not_allowed',
                   HINT = 'Give the path of domains that contain the node, outermost first, one label per level.';
     END IF;
-    IF nlevel(topology) <> nlev THEN
-        RAISE EXCEPTION 'topology "%" has % levels, the cluster has %', topology, nlevel(topology), nlev
+    IF gangsched._nlevel(topology) <> nlev THEN
+        RAISE EXCEPTION 'topology "%" has % levels, the cluster has %', topology, gangsched._nlevel(topology), nlev
             USING ERRCODE = 'invalid_parameter_value',
                   DETAIL = format('The levels are %s.', (SELECT string_agg(l.name, '.' ORDER BY l.depth) FROM gangsched.topology_levels l)),
                   HINT = 'Give the path of domains that contain the node, outermost first, one label per level.';
@@ -145,7 +145,7 @@ BEGIN
 
     FOR d IN 1 .. nlev LOOP
         INSERT INTO gangsched.domain_classes AS dc (depth, domain, class_id, nodes)
-        VALUES (d, subpath(topology, 0, d), cid, 1)
+        VALUES (d, gangsched._subpath(topology, 0, d), cid, 1)
         ON CONFLICT (depth, domain, class_id) DO UPDATE SET nodes = dc.nodes + 1;
     END LOOP;
     PERFORM gangsched._event('node', NULL, nid, NULL, 'node added',

@@ -61,8 +61,8 @@ BEGIN
         SELECT f.pool_id, NULL::text AS dom, NULL::text AS sdom, NULL::text AS odom, sum(f.nodes * f.per)::bigint AS cap
           FROM fits f WHERE base = 0 GROUP BY 1
         UNION ALL
-        SELECT f.pool_id, dc.domain::text, CASE WHEN s_dom THEN subpath(dc.domain, 0, j.stage_span)::text END,
-               CASE WHEN _capacity.depth > 0 THEN subpath(dc.domain, 0, _capacity.depth)::text END, sum(dc.nodes * f.per)::bigint
+        SELECT f.pool_id, dc.domain::text, CASE WHEN s_dom THEN gangsched._subpath(dc.domain, 0, j.stage_span)::text END,
+               CASE WHEN _capacity.depth > 0 THEN gangsched._subpath(dc.domain, 0, _capacity.depth)::text END, sum(dc.nodes * f.per)::bigint
           FROM gangsched.domain_classes dc JOIN fits f ON f.id = dc.class_id
          WHERE base > 0 AND dc.depth = base GROUP BY 1, 2, 3, 4),
     grouped AS (    -- whole tensor groups per group_span domain

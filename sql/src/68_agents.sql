@@ -9,7 +9,8 @@
 CREATE FUNCTION gangsched.node_work(node text)
 RETURNS TABLE (job bigint, action text, state text, worker int, local_rank int, local_world_size int,
                world_size int, devices int[], first_slice int, slices int, cpus numeric, mem_gb numeric,
-               net_gbps numeric, command text, rank0_node text, deadline timestamptz, placed_at timestamptz)
+               net_gbps numeric, command text, rank0_node text, deadline timestamptz, placed_at timestamptz,
+               gpus numeric, seconds_left float8)
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     n gangsched.nodes := gangsched._node(node);
@@ -26,7 +27,8 @@ BEGIN
            g.workers, a.devices, a.first_slice, a.slices, a.cpus, a.mem_gb, a.net_gbps, g.command,
            (SELECT n0.name FROM gangsched.allocations a0 JOIN gangsched.nodes n0 ON n0.id = a0.node_id
              WHERE a0.job = a.job AND a0.worker = 0 AND upper_inf(a0.during)),
-           g.preempt_deadline, g.placed_at
+           g.preempt_deadline, g.placed_at, g.gpus,
+           extract(epoch FROM g.preempt_deadline - gangsched.now())::float8
       FROM gangsched.allocations a JOIN gangsched.gangs g ON g.id = a.job
      WHERE a.node_id = n.id AND upper_inf(a.during) AND g.state IN ('placed', 'running', 'preempting')
      ORDER BY a.job, a.worker;

@@ -234,6 +234,16 @@ query(const char *what, const char *sql, int nparams, const char *const *params,
 		const char *msg = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
 		QResult		r = (state && strcmp(state, "55000") == 0) ? Q_STATE : Q_ERROR;
 
+		/*
+		 * 42501 on a job: it holds no workers on this node any more (it was
+		 * requeued and placed elsewhere); as final as a state refusal.
+		 */
+		if (state && strcmp(state, "42501") == 0 && strncmp(what, "job_", 4) == 0)
+		{
+			agent_log(LOG_WARNING, "%s refused: %s", what, msg ? msg : PQerrorMessage(conn));
+			r = Q_STATE;
+		}
+
 		if (err && errlen)
 			snprintf(err, errlen, "%s", msg ? msg : PQerrorMessage(conn));
 		if (r == Q_ERROR)
@@ -280,13 +290,26 @@ try_connect(void)
 		backoff = backoff * 2 > BACKOFF_MAX ? BACKOFF_MAX : backoff * 2;
 		return false;
 	}
-	r = query("looking up the node", "SELECT id FROM gangsched.nodes WHERE name = $1", 1, p, &res, err, sizeof(err));
+	/* this session's own queries never search a schema a tenant may write */
+	if (query("search_path", "SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false)",
+			  0, NULL, NULL, NULL, 0) != Q_OK)
+	{
+		if (conn)
+		{
+			PQfinish(conn);
+			conn = NULL;
+		}
+		next_connect = mono_now() + backoff;
+		backoff = backoff * 2 > BACKOFF_MAX ? BACKOFF_MAX : backoff * 2;
+		return false;
+	}
+	r = query("looking up the node", "SELECT c.node_id, c.channel FROM gangsched.node_channel($1) c", 1, p, &res, err, sizeof(err));
 	if (r == Q_LOST)
 		return false;
 	if (r != Q_OK || PQntuples(res) != 1)
 	{
 		if (r == Q_OK)
-			agent_log(LOG_ERROR, "node \"%s\" is not registered in gangsched.nodes (see gangsched.add_node)", node_name);
+			agent_log(LOG_ERROR, "node \"%s\" is not registered (see gangsched.add_node)", node_name);
 		if (res)
 			PQclear(res);
 		if (!ever_connected)
@@ -298,8 +321,13 @@ try_connect(void)
 		return false;
 	}
 	node_id = atoi(PQgetvalue(res, 0, 0));
+	{
+		char	   *chan = PQescapeIdentifier(conn, PQgetvalue(res, 0, 1), strlen(PQgetvalue(res, 0, 1)));
+
+		snprintf(sql, sizeof(sql), "LISTEN %s", chan ? chan : "gangsched_node_unknown");
+		PQfreemem(chan);
+	}
 	PQclear(res);
-	snprintf(sql, sizeof(sql), "LISTEN gangsched_node_%d", node_id);
 	if (query("LISTEN", sql, 0, NULL, NULL, NULL, 0) != Q_OK)
 	{
 		if (conn)
@@ -464,20 +492,16 @@ begin_stop(Job *j, double remaining)
 /* ---- resync ---- */
 
 /*
- * node_work() plus, per job, its placed_at (which tells two placements of
- * the same job apart) and whether its workers are fractional. OFFSET 0
- * keeps the lookup per row (by primary key), never a scan of every job.
+ * node_work(), with each job's placed_at (which tells two placements of
+ * the same job apart) and whether its workers are fractional.
  */
 static const char *resync_sql =
 "SELECT w.job, w.action, w.worker, w.local_rank, w.local_world_size, w.world_size,"
 "       pg_catalog.array_to_string(w.devices, ','), w.first_slice, w.slices, w.command,"
-"       w.rank0_node,"
-"       extract(epoch FROM w.deadline - gangsched.now())::float8,"
-"       j.placed_us, j.fractional"
+"       w.rank0_node, w.seconds_left,"
+"       (extract(epoch FROM w.placed_at) * 1000000)::pg_catalog.int8,"
+"       w.gpus > 0 AND w.gpus < 1"
 "  FROM gangsched.node_work($1) w"
-"  CROSS JOIN LATERAL (SELECT (extract(epoch FROM g.placed_at) * 1000000)::int8 AS placed_us,"
-"                             g.gpus > 0 AND g.gpus < 1 AS fractional"
-"                        FROM gangsched.jobs g WHERE g.job = w.job OFFSET 0) j"
 " ORDER BY w.job, w.worker";
 
 enum
