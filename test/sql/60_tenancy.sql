@@ -210,10 +210,10 @@ RESET ROLE;
 -- a member of a bound group role acts for its team, also under SET SESSION
 -- AUTHORIZATION; a portal of two teams submits for both
 SET SESSION AUTHORIZATION gs60_pm;
-SELECT gangsched.submit('vision', 4, 8, name => 'vision-c');                                 -- job 3 (pending)
+SELECT gangsched.submit('vision', 2, 8, name => 'vision-c');                                 -- job 3 (pending)
 RESET SESSION AUTHORIZATION;
 SET ROLE gs60_pb;
-SELECT gangsched.submit('nlp', 4, 8, name => 'nlp-d');                                       -- job 4 (pending)
+SELECT gangsched.submit('nlp', 2, 8, name => 'nlp-d');                                       -- job 4 (pending)
 RESET ROLE;
 SELECT job, team, name, state FROM gangsched.jobs ORDER BY job;
 SELECT job, node FROM gangsched.placements ORDER BY job;
@@ -319,7 +319,7 @@ CALL pg_temp.refused('gs60_nobody', $$SELECT gangsched.cancel(1)$$);
 -- a tenant's own SECURITY DEFINER function calls gangsched as its owner
 -- (pn), whoever calls it: pv cannot launder a cancel of a vision job through
 -- it, and pn's function cannot cancel vision's jobs either
-CREATE FUNCTION public.gs60_cancel_as_pn(j bigint) RETURNS bool
+CREATE FUNCTION public.gs60_cancel_as_pn(j bigint) RETURNS void
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog AS $$ SELECT gangsched.cancel(j) $$;
 ALTER FUNCTION public.gs60_cancel_as_pn(bigint) OWNER TO gs60_pn;
 CALL pg_temp.refused('gs60_pv', $$SELECT public.gs60_cancel_as_pn(3)$$);
@@ -327,11 +327,11 @@ CALL pg_temp.refused('gs60_nobody', $$SELECT public.gs60_cancel_as_pn(1)$$);
 -- but through it anyone cancels pn's own team's job: PostgreSQL's own rule
 -- for a SECURITY DEFINER function (its owner granted it to PUBLIC)
 SET ROLE gs60_nobody;
-SELECT public.gs60_cancel_as_pn(4) AS cancelled;
+SELECT public.gs60_cancel_as_pn(4);
 RESET ROLE;
 DROP FUNCTION public.gs60_cancel_as_pn(bigint);
 SET ROLE gs60_pm;
-SELECT gangsched.cancel(3) AS cancelled;
+SELECT gangsched.cancel(3);
 RESET ROLE;
 SELECT job, state FROM gangsched.jobs WHERE job IN (3, 4) ORDER BY job;
 
@@ -413,10 +413,34 @@ RESET ROLE;
 SET ROLE gs60_op;
 SELECT gangsched.set_node_state('n1', 'draining');
 SELECT gangsched.set_node_state('n1', 'up');
-SELECT gangsched.cancel(2) AS cancelled;
+SELECT gangsched.cancel(2);
 RESET ROLE;
-SET ROLE gs60_a2;
-SELECT gangsched.job_released(2, false);
+-- a borrowed job of nlp's on n1 (job 5) is preempted for vision's job 6;
+-- only n1's agent releases it
+SET ROLE gs60_pn;
+SELECT gangsched.submit('nlp', 1, 8, name => 'nlp-borrows', preemptible => true);           -- job 5
+RESET ROLE;
+SET ROLE gs60_op;
+SELECT ran, placed FROM gangsched.run_round();
+RESET ROLE;
+SET ROLE gs60_a1;
+SELECT gangsched.job_started(5, 'n1');
+RESET ROLE;
+SET ROLE gs60_pv;
+SELECT gangsched.submit('vision', 1, 8, name => 'vision-reclaims');                          -- job 6
+RESET ROLE;
+SET ROLE gs60_op;
+SET gangsched.min_runtime = 0;
+SELECT ran, placed, preempted FROM gangsched.run_round();
+RESET gangsched.min_runtime;
+RESET ROLE;
+SELECT job, state, borrowed FROM gangsched.jobs WHERE job IN (5, 6) ORDER BY job;
+CALL pg_temp.refused('gs60_a2', $$SELECT gangsched.job_released(5, true)$$);
+CALL pg_temp.refused('gs60_pn', $$SELECT gangsched.job_released(5, true)$$);
+SET ROLE gs60_a1;
+SELECT gangsched.job_released(5, true);
+SELECT gangsched.job_started(6, 'n1');
+SELECT gangsched.job_finished(6, true);
 RESET ROLE;
 SELECT job, state, message FROM gangsched.jobs ORDER BY job;
 -- every event names the role that acted
