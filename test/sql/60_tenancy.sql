@@ -226,7 +226,7 @@ SELECT job, team, name, state, command FROM gangsched.jobs ORDER BY job;
 SELECT job, node FROM gangsched.placements ORDER BY job;
 SELECT job, team FROM gangsched.queue ORDER BY position;
 SELECT team, pool, nominal_gpus FROM gangsched.team_shares ORDER BY team;
-SELECT gangsched.why_pending(3) IS NOT NULL AS explained;
+SELECT count(*) > 0 AS explained FROM gangsched.why_pending(3);
 RESET ROLE;
 SET ROLE gs60_pn;
 SELECT job, team, name, state, command FROM gangsched.jobs ORDER BY job;
@@ -414,6 +414,8 @@ SET ROLE gs60_op;
 SELECT gangsched.set_node_state('n1', 'draining');
 SELECT gangsched.set_node_state('n1', 'up');
 SELECT gangsched.cancel(2);
+SELECT gangsched.set_quota('nlp', 'gpu', 0);
+SELECT gangsched.set_node_state('n2', 'draining');
 RESET ROLE;
 -- a borrowed job of nlp's on n1 (job 5) is preempted for vision's job 6;
 -- only n1's agent releases it
@@ -441,6 +443,9 @@ SET ROLE gs60_a1;
 SELECT gangsched.job_released(5, true);
 SELECT gangsched.job_started(6, 'n1');
 SELECT gangsched.job_finished(6, true);
+RESET ROLE;
+SET ROLE gs60_op;
+SELECT gangsched.set_node_state('n2', 'up');
 RESET ROLE;
 SELECT job, state, message FROM gangsched.jobs ORDER BY job;
 -- every event names the role that acted

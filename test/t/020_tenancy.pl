@@ -258,8 +258,8 @@ refused('portal_b', "SELECT command FROM gangsched.gangs WHERE id = $job", '4250
 	qr/permission denied for table gangs/, "portal B cannot read A's command from the table (42501)");
 refused('portal_b', "UPDATE gangsched.gangs SET command = 'rm -rf ~' WHERE id = $job", '42501',
 	qr/permission denied for table gangs/, "portal B cannot UPDATE A's command (42501)");
-refused('portal_b', "UPDATE gangsched.jobs SET command = 'rm -rf ~' WHERE job = $job", '42501',
-	qr/permission denied for view jobs/, "nor through the jobs view (42501)");
+refused('portal_b', "UPDATE gangsched.jobs SET command = 'rm -rf ~' WHERE job = $job", '55000',
+	qr/cannot update view "jobs"/, "nor through the jobs view (not updatable)");
 refused('portal_b', "SELECT gangsched.job_finished($job, false, 'forged')", '42501',
 	qr/permission denied for function job_finished/, "portal B cannot report A's job finished (42501)");
 refused('portal_b', "SELECT gangsched.submit('a', 1, 1, command => 'echo pwned')", '42501',
