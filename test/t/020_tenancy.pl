@@ -142,9 +142,7 @@ is(sql(q{SELECT string_agg(role || ':' || kind || ':' || coalesce(team, node), '
 # -------------------------------------------------------------------------
 sql(q{
 GRANT CREATE ON SCHEMA public TO PUBLIC;
-CREATE TABLE public.shadow_hits (fn text, usr name DEFAULT current_user,
-                                 backend text DEFAULT (SELECT backend_type FROM pg_catalog.pg_stat_activity
-                                                        WHERE pid = pg_catalog.pg_backend_pid()));
+CREATE TABLE public.shadow_hits (fn text, usr name DEFAULT current_user, backend text);
 GRANT INSERT, SELECT ON public.shadow_hits TO PUBLIC;
 });
 # planted by a tenant (portal_b), who has nothing but CREATE on public
@@ -152,7 +150,8 @@ allowed(
 	'portal_b', q{
 SET search_path = public, pg_catalog;
 CREATE FUNCTION public.hit(f text) RETURNS void LANGUAGE sql AS
-  $$ INSERT INTO public.shadow_hits (fn) VALUES (f) $$;
+  $$ INSERT INTO public.shadow_hits (fn, backend)
+     SELECT f, a.backend_type FROM pg_catalog.pg_stat_activity a WHERE a.pid = pg_catalog.pg_backend_pid() $$;
 CREATE FUNCTION public.now() RETURNS timestamptz LANGUAGE sql VOLATILE AS
   $$ SELECT public.hit('now()'); SELECT pg_catalog.now() $$;
 CREATE FUNCTION public.clock_timestamp() RETURNS timestamptz LANGUAGE sql VOLATILE AS
