@@ -149,44 +149,44 @@ GRANT INSERT, SELECT ON public.shadow_hits TO PUBLIC;
 allowed(
 	'portal_b', q{
 SET search_path = public, pg_catalog;
-CREATE FUNCTION public.hit(f text) RETURNS void LANGUAGE sql AS
+CREATE FUNCTION public.hit(f text) RETURNS void LANGUAGE sql SET search_path = pg_catalog AS
   $$ INSERT INTO public.shadow_hits (fn, backend)
      SELECT f, a.backend_type FROM pg_catalog.pg_stat_activity a WHERE a.pid = pg_catalog.pg_backend_pid() $$;
-CREATE FUNCTION public.now() RETURNS timestamptz LANGUAGE sql VOLATILE AS
+CREATE FUNCTION public.now() RETURNS timestamptz LANGUAGE sql VOLATILE SET search_path = pg_catalog AS
   $$ SELECT public.hit('now()'); SELECT pg_catalog.now() $$;
-CREATE FUNCTION public.clock_timestamp() RETURNS timestamptz LANGUAGE sql VOLATILE AS
+CREATE FUNCTION public.clock_timestamp() RETURNS timestamptz LANGUAGE sql VOLATILE SET search_path = pg_catalog AS
   $$ SELECT public.hit('clock_timestamp()'); SELECT pg_catalog.clock_timestamp() $$;
-CREATE FUNCTION public.upper_inf(anyrange) RETURNS bool LANGUAGE sql VOLATILE AS
+CREATE FUNCTION public.upper_inf(anyrange) RETURNS bool LANGUAGE sql VOLATILE SET search_path = pg_catalog AS
   $$ SELECT public.hit('upper_inf()'); SELECT pg_catalog.upper_inf($1) $$;
-CREATE FUNCTION public.lower(anyrange) RETURNS anyelement LANGUAGE sql VOLATILE AS
+CREATE FUNCTION public.lower(anyrange) RETURNS anyelement LANGUAGE sql VOLATILE SET search_path = pg_catalog AS
   $$ SELECT public.hit('lower()'); SELECT pg_catalog.lower($1) $$;
-CREATE FUNCTION public.tstzrange(timestamptz, timestamptz) RETURNS tstzrange LANGUAGE sql VOLATILE AS
+CREATE FUNCTION public.tstzrange(timestamptz, timestamptz) RETURNS tstzrange LANGUAGE sql VOLATILE SET search_path = pg_catalog AS
   $$ SELECT public.hit('tstzrange()'); SELECT pg_catalog.tstzrange($1, $2) $$;
-CREATE FUNCTION public.pg_notify(text, text) RETURNS void LANGUAGE sql VOLATILE AS
+CREATE FUNCTION public.pg_notify(text, text) RETURNS void LANGUAGE sql VOLATILE SET search_path = pg_catalog AS
   $$ SELECT public.hit('pg_notify()'); SELECT pg_catalog.pg_notify($1, $2) $$;
-CREATE FUNCTION public.pg_has_role(oid, oid, text) RETURNS bool LANGUAGE sql VOLATILE AS
+CREATE FUNCTION public.pg_has_role(oid, oid, text) RETURNS bool LANGUAGE sql VOLATILE SET search_path = pg_catalog AS
   $$ SELECT public.hit('pg_has_role()'); SELECT true $$;
-CREATE FUNCTION public.cardinality(anyarray) RETURNS int LANGUAGE sql VOLATILE AS
+CREATE FUNCTION public.cardinality(anyarray) RETURNS int LANGUAGE sql VOLATILE SET search_path = pg_catalog AS
   $$ SELECT public.hit('cardinality()'); SELECT pg_catalog.cardinality($1) $$;
-CREATE FUNCTION public.array_length(anyarray, int) RETURNS int LANGUAGE sql VOLATILE AS
+CREATE FUNCTION public.array_length(anyarray, int) RETURNS int LANGUAGE sql VOLATILE SET search_path = pg_catalog AS
   $$ SELECT public.hit('array_length()'); SELECT pg_catalog.array_length($1, $2) $$;
-CREATE FUNCTION public.current_setting(text) RETURNS text LANGUAGE sql VOLATILE AS
+CREATE FUNCTION public.current_setting(text) RETURNS text LANGUAGE sql VOLATILE SET search_path = pg_catalog AS
   $$ SELECT public.hit('current_setting()'); SELECT pg_catalog.current_setting($1) $$;
-CREATE FUNCTION public.json_build_object(text, text, text, bigint) RETURNS json LANGUAGE sql VOLATILE AS
+CREATE FUNCTION public.json_build_object(text, text, text, bigint) RETURNS json LANGUAGE sql VOLATILE SET search_path = pg_catalog AS
   $$ SELECT public.hit('json_build_object()'); SELECT pg_catalog.json_build_object($1, $2, $3, $4) $$;
-CREATE FUNCTION public.shadow_eq(int, int) RETURNS bool LANGUAGE sql VOLATILE AS
+CREATE FUNCTION public.shadow_eq(int, int) RETURNS bool LANGUAGE sql VOLATILE SET search_path = pg_catalog AS
   $$ SELECT public.hit('=(int,int)'); SELECT pg_catalog.int4eq($1, $2) $$;
 CREATE OPERATOR public.= (LEFTARG = int, RIGHTARG = int, FUNCTION = public.shadow_eq);
-CREATE FUNCTION public.shadow_eq8(bigint, bigint) RETURNS bool LANGUAGE sql VOLATILE AS
+CREATE FUNCTION public.shadow_eq8(bigint, bigint) RETURNS bool LANGUAGE sql VOLATILE SET search_path = pg_catalog AS
   $$ SELECT public.hit('=(bigint,bigint)'); SELECT pg_catalog.int8eq($1, $2) $$;
 CREATE OPERATOR public.= (LEFTARG = bigint, RIGHTARG = bigint, FUNCTION = public.shadow_eq8);
-CREATE FUNCTION public.shadow_teq(text, text) RETURNS bool LANGUAGE sql VOLATILE AS
+CREATE FUNCTION public.shadow_teq(text, text) RETURNS bool LANGUAGE sql VOLATILE SET search_path = pg_catalog AS
   $$ SELECT public.hit('=(text,text)'); SELECT pg_catalog.texteq($1, $2) $$;
 CREATE OPERATOR public.= (LEFTARG = text, RIGHTARG = text, FUNCTION = public.shadow_teq);
-CREATE FUNCTION public.shadow_sum_sf(numeric, numeric) RETURNS numeric LANGUAGE sql VOLATILE AS
+CREATE FUNCTION public.shadow_sum_sf(numeric, numeric) RETURNS numeric LANGUAGE sql VOLATILE SET search_path = pg_catalog AS
   $$ SELECT public.hit('sum(numeric)'); SELECT pg_catalog.numeric_add(coalesce($1, 0), coalesce($2, 0)) $$;
 CREATE AGGREGATE public.sum(numeric) (SFUNC = public.shadow_sum_sf, STYPE = numeric);
-CREATE FUNCTION public.shadow_count_sf(bigint) RETURNS bigint LANGUAGE sql VOLATILE AS
+CREATE FUNCTION public.shadow_count_sf(bigint) RETURNS bigint LANGUAGE sql VOLATILE SET search_path = pg_catalog AS
   $$ SELECT public.hit('count(*)'); SELECT $1 + 1 $$;
 CREATE AGGREGATE public.count(*) (SFUNC = public.shadow_count_sf, STYPE = bigint, INITCOND = '0');
 GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA public TO PUBLIC;
