@@ -54,9 +54,13 @@ END $$;
 CREATE FUNCTION gangsched.job_checkpointed(job bigint, at timestamptz DEFAULT NULL) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
-    j gangsched.gangs := gangsched._live_job(job, ARRAY['placed', 'running', 'preempting'], 'checkpoint');
+    j gangsched.gangs;
     t timestamptz := COALESCE(at, gangsched.now());
 BEGIN
+    -- the binding first (another node's agent learns nothing of the job),
+    -- then again once the row is locked (the job may have moved meanwhile)
+    PERFORM gangsched._require_job_agent(job, 'report a checkpoint of');
+    j := gangsched._live_job(job, ARRAY['placed', 'running', 'preempting'], 'checkpoint');
     PERFORM gangsched._require_job_agent(job, 'report a checkpoint of');
     IF t > gangsched.now() THEN
         RAISE EXCEPTION 'checkpoint time % is in the future', t
@@ -68,9 +72,11 @@ END $$;
 CREATE FUNCTION gangsched.job_finished(job bigint, success bool, message text DEFAULT NULL) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
-    j gangsched.gangs := gangsched._live_job(job, ARRAY['placed', 'running', 'preempting'], 'finish');
+    j gangsched.gangs;
     s text := CASE WHEN success THEN 'finished' ELSE 'failed' END;
 BEGIN
+    PERFORM gangsched._require_job_agent(job, 'report the end of');
+    j := gangsched._live_job(job, ARRAY['placed', 'running', 'preempting'], 'finish');
     PERFORM gangsched._require_job_agent(job, 'report the end of');
     IF success IS NULL THEN
         RAISE EXCEPTION 'success must not be null'

@@ -115,8 +115,10 @@ END $$;
 CREATE FUNCTION gangsched.job_released(job bigint, checkpointed bool DEFAULT true) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
-    j gangsched.gangs := gangsched._live_job(job, ARRAY['preempting'], 'release');
+    j gangsched.gangs;
 BEGIN
+    PERFORM gangsched._require_job_agent(job, 'release');
+    j := gangsched._live_job(job, ARRAY['preempting'], 'release');
     PERFORM gangsched._require_job_agent(job, 'release');
     IF checkpointed IS NULL THEN
         RAISE EXCEPTION 'checkpointed must not be null'
