@@ -16,7 +16,11 @@
 #                 inserted, into empty tables LIKE the originals, the floor
 #   steady    (b) rounds with 1% of the running jobs finishing between them
 #   scale_*   (c) cold rounds over nodes and over pending jobs
-#   submit_*  (e) submit() against a plain INSERT of the same row
+#   submit_*  (e) submit() against a plain INSERT of the same row; with
+#                 tenancy (gangsched.add_member), submit_stmt also submits as
+#                 a LOGIN role bound to team3 ("caller":"portal"; the role,
+#                 gs_bench_portal or $BENCH_PORTAL_ROLE, is created when
+#                 missing and then dropped at exit)
 #
 # Usage: bash bench/run.sh [--quick] [options]; --help lists them.
 set -euo pipefail
@@ -33,6 +37,7 @@ SERIES_AT_PENDING=20000 SERIES_AT_NODES=2048
 SUBMIT_N=10000 SUBMIT_REPS=3 PGBENCH_T=2000
 CASES="cold,steady,scale,submit"
 KEEP=0 SETUP=""
+PORTAL_ROLE=${BENCH_PORTAL_ROLE:-gs_bench_portal} PORTAL_CREATED=0
 MAINT_DB=${BENCH_MAINTENANCE_DB:-postgres}
 
 usage() {
@@ -108,6 +113,11 @@ cleanup() {
     done
   else
     log "kept databases: $(psql_ -At -d "$MAINT_DB" -c "SELECT string_agg(datname, ' ') FROM pg_database WHERE datname LIKE '${PFX}\_%'" 2>/dev/null)"
+  fi
+  # the portal role is the cluster's: dropped when this run created it and
+  # no database of this run is left holding its bindings
+  if [ "$PORTAL_CREATED" -eq 1 ] && [ "$KEEP" -eq 0 ]; then
+    psql_ -d "$MAINT_DB" -c "DROP ROLE IF EXISTS \"$PORTAL_ROLE\"" >/dev/null 2>&1 || true
   fi
   rm -rf "$TMP"
   exit $rc
@@ -527,7 +537,17 @@ SQL
   if ! command -v pgbench >/dev/null; then
     emit '{"bench":"submit_stmt","skipped":"pgbench not found"}'; return
   fi
-  local shape sargs mode stps itps jid
+  local shape sargs mode stps itps ptps jid portal=""
+  # The portal variant: with tenancy (gangsched.add_member exists), the same
+  # submit also runs as a LOGIN role bound to team3, the path a real portal
+  # takes through the SECURITY DEFINER functions and their role checks.
+  if [ "$(sql1 "$db" "SELECT pg_catalog.to_regprocedure('gangsched.add_member(name,text)') IS NOT NULL")" = t ]; then
+    portal=$PORTAL_ROLE
+    if [ "$(sql1 "$MAINT_DB" "SELECT count(*) FROM pg_catalog.pg_roles WHERE rolname = '$portal'")" = 0 ]; then
+      psql_ -d "$MAINT_DB" -c "CREATE ROLE \"$portal\" LOGIN" && PORTAL_CREATED=1
+    fi
+    sql1 "$db" "SELECT gangsched.add_member('$portal', 'team3')" >/dev/null
+  fi
   for shape in data_parallel pipeline_rack; do
     case $shape in
       data_parallel) sargs="workers => 8, gpus => 1, cpus => 10, mem_gb => 64, net_gbps => 25" ;;
@@ -546,18 +566,29 @@ SELECT format('SELECT format(%L, %s) FROM gangsched.gangs WHERE id = %s',
    AND attgenerated = '' \gexec
 SQL
     for mode in simple prepared; do
-      # submit and INSERT alternate, SUBMIT_REPS times each; medians
-      local sl=() il=() r
+      # submit (superuser), submit (portal, when there is one) and INSERT
+      # (superuser) alternate, SUBMIT_REPS times each; medians
+      local sl=() pl=() il=() r
       for ((r = 1; r <= SUBMIT_REPS; r++)); do
         sl+=("$(pgbench -n -M "$mode" -t "$PGBENCH_T" -f "$TMP/submit.pgb" "$db" 2>&1 | awk '/^tps = /{ printf "%.1f\n", $3; exit }')")
+        if [ -n "$portal" ]; then
+          pl+=("$(pgbench -n -M "$mode" -t "$PGBENCH_T" -U "$portal" -f "$TMP/submit.pgb" "$db" 2>&1 | awk '/^tps = /{ printf "%.1f\n", $3; exit }')")
+        fi
         il+=("$(pgbench -n -M "$mode" -t "$PGBENCH_T" -f "$TMP/insert.pgb" "$db" 2>&1 | awk '/^tps = /{ printf "%.1f\n", $3; exit }')")
       done
-      log "  pgbench $shape ($mode): submit ${sl[*]}/s, INSERT ${il[*]}/s"
+      log "  pgbench $shape ($mode): submit ${sl[*]}/s${portal:+, as $portal ${pl[*]}/s}, INSERT ${il[*]}/s"
       read -r stps _ _ _ <<<"$(stats "${sl[@]}")"
       read -r itps _ _ _ <<<"$(stats "${il[@]}")"
-      emit "$(printf '{"bench":"submit_stmt","nodes":%s,"gpus":%s,"pending":%s,"shape":"%s","protocol":"%s","clients":1,"transactions":%s,"reps":%s,"submit_rows_s":%s,"insert_rows_s":%s,"ratio":%s,"target_ratio":0.5}' \
+      emit "$(printf '{"bench":"submit_stmt","nodes":%s,"gpus":%s,"pending":%s,"shape":"%s","protocol":"%s","clients":1,"transactions":%s,"reps":%s,"submit_rows_s":%s,"insert_rows_s":%s,"ratio":%s,"target_ratio":0.5,"caller":"superuser"}' \
         "${TPL_N[$tpl]}" $((TPL_N[$tpl] * GPN)) "${TPL_P[$tpl]}" "$shape" "$mode" "$PGBENCH_T" "$SUBMIT_REPS" \
         "${stps:-null}" "${itps:-null}" "$(ratio "${stps:-0}" "${itps:-0}")")"
+      if [ -n "$portal" ]; then
+        ptps=""
+        if [ -n "$(printf '%s' "${pl[*]}" | tr -d ' ')" ]; then read -r ptps _ _ _ <<<"$(stats ${pl[@]})"; fi
+        emit "$(printf '{"bench":"submit_stmt","nodes":%s,"gpus":%s,"pending":%s,"shape":"%s","protocol":"%s","clients":1,"transactions":%s,"reps":%s,"submit_rows_s":%s,"insert_rows_s":%s,"ratio":%s,"target_ratio":0.5,"caller":"portal","role":%s,"team":"team3"}' \
+          "${TPL_N[$tpl]}" $((TPL_N[$tpl] * GPN)) "${TPL_P[$tpl]}" "$shape" "$mode" "$PGBENCH_T" "$SUBMIT_REPS" \
+          "${ptps:-null}" "${itps:-null}" "$(ratio "${ptps:-0}" "${itps:-0}")" "$(jstr "$portal")")"
+      fi
     done
   done
 }
