@@ -21,7 +21,9 @@
 #include "commands/sequence.h"
 #include "executor/executor.h"
 #include "nodes/makefuncs.h"
+#include "miscadmin.h"
 #include "nodes/parsenodes.h"
+#include "utils/acl.h"
 #include "utils/rel.h"
 
 #include "bulk.h"
@@ -49,6 +51,18 @@ gs_bulk_begin(const char *relname)
 	RangeTblEntry *rte;
 
 	b->rel = table_openrv(makeRangeVar("gangsched", pstrdup(relname), -1), RowExclusiveLock);
+
+	/*
+	 * table_multi_insert() bypasses the executor's permission check of the
+	 * range table below: check INSERT here, as COPY FROM does.
+	 */
+	if (pg_class_aclcheck(RelationGetRelid(b->rel), GetUserId(), ACL_INSERT) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to write the round's rows into gangsched.%s", relname),
+				 errdetail("Role \"%s\" may not insert into gangsched.%s.",
+						   GetUserNameFromId(GetUserId(), false), relname),
+				 errhint("gangsched.run_round() writes as the extension's owner; run rounds through it.")));
 	if (b->rel->trigdesc != NULL && (b->rel->trigdesc->trig_insert_before_row ||
 									 b->rel->trigdesc->trig_insert_after_row ||
 									 b->rel->trigdesc->trig_insert_instead_row ||
