@@ -8,7 +8,9 @@
  * row's CHECK / NOT NULL constraints and index entries (unique indexes
  * still refuse duplicates: held_slots' primary key is invariant 1). The
  * tables written this way have no INSERT triggers, no generated columns and
- * no partitions; gs_bulk_begin() refuses any that does.
+ * no partitions; gs_bulk_begin() refuses any that does, and checks what the
+ * executor would: the INSERT privilege and that no row-level security
+ * policy applies to the current user.
  */
 #include "postgres.h"
 
@@ -24,6 +26,7 @@
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "utils/acl.h"
+#include "utils/rls.h"
 #include "utils/rel.h"
 
 #include "bulk.h"
@@ -69,6 +72,14 @@ gs_bulk_begin(const char *relname)
 									 b->rel->trigdesc->trig_insert_after_statement ||
 									 b->rel->trigdesc->trig_insert_before_statement))
 		elog(ERROR, "gangsched bulk insert: gangsched.%s has INSERT triggers", relname);
+	/* nor row security: refuse rather than skip a policy */
+	if (check_enable_rls(RelationGetRelid(b->rel), InvalidOid, false) == RLS_ENABLED)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("cannot write the round's rows into gangsched.%s under row-level security", relname),
+				 errdetail("The round writes gangsched.%s in bulk, past the executor that applies row-level security policies.",
+						   relname),
+				 errhint("Run rounds as the table's owner or a role with BYPASSRLS, through gangsched.run_round().")));
 	if (b->rel->rd_rel->relkind != RELKIND_RELATION ||
 		(b->rel->rd_att->constr && b->rel->rd_att->constr->has_generated_stored))
 		elog(ERROR, "gangsched bulk insert: gangsched.%s is not a plain table", relname);
