@@ -33,6 +33,7 @@
 #include "fair.h"
 #include "loader.h"
 #include "placement.h"
+#include "tenancy.h"
 
 typedef struct VerdictKey
 {
@@ -252,6 +253,9 @@ gs_admit_fast(PG_FUNCTION_ARGS)
 		adm_reset();
 	if (adm_cluster == NULL)
 	{
+		/* the loader's queries under the fixed search_path; an error undoes it */
+		int			save_nestlevel = gs_fix_search_path();
+
 		SPI_connect();
 		PG_TRY();
 		{
@@ -264,6 +268,7 @@ gs_admit_fast(PG_FUNCTION_ARGS)
 		}
 		PG_END_TRY();
 		SPI_finish();
+		gs_restore_search_path(save_nestlevel);
 	}
 
 	memset(&j, 0, sizeof(j));

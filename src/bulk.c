@@ -8,7 +8,9 @@
  * row's CHECK / NOT NULL constraints and index entries (unique indexes
  * still refuse duplicates: held_slots' primary key is invariant 1). The
  * tables written this way have no INSERT triggers, no generated columns and
- * no partitions; gs_bulk_begin() refuses any that does.
+ * no partitions; gs_bulk_begin() refuses any that does, and checks what the
+ * executor would: the INSERT privilege and that no row-level security
+ * policy applies to the current user.
  */
 #include "postgres.h"
 
@@ -21,7 +23,10 @@
 #include "commands/sequence.h"
 #include "executor/executor.h"
 #include "nodes/makefuncs.h"
+#include "miscadmin.h"
 #include "nodes/parsenodes.h"
+#include "utils/acl.h"
+#include "utils/rls.h"
 #include "utils/rel.h"
 
 #include "bulk.h"
@@ -49,12 +54,32 @@ gs_bulk_begin(const char *relname)
 	RangeTblEntry *rte;
 
 	b->rel = table_openrv(makeRangeVar("gangsched", pstrdup(relname), -1), RowExclusiveLock);
+
+	/*
+	 * table_multi_insert() bypasses the executor's permission check of the
+	 * range table below: check INSERT here, as COPY FROM does.
+	 */
+	if (pg_class_aclcheck(RelationGetRelid(b->rel), GetUserId(), ACL_INSERT) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to write the round's rows into gangsched.%s", relname),
+				 errdetail("Role \"%s\" may not insert into gangsched.%s.",
+						   GetUserNameFromId(GetUserId(), false), relname),
+				 errhint("gangsched.run_round() writes as the extension's owner; run rounds through it.")));
 	if (b->rel->trigdesc != NULL && (b->rel->trigdesc->trig_insert_before_row ||
 									 b->rel->trigdesc->trig_insert_after_row ||
 									 b->rel->trigdesc->trig_insert_instead_row ||
 									 b->rel->trigdesc->trig_insert_after_statement ||
 									 b->rel->trigdesc->trig_insert_before_statement))
 		elog(ERROR, "gangsched bulk insert: gangsched.%s has INSERT triggers", relname);
+	/* nor row security: refuse rather than skip a policy */
+	if (check_enable_rls(RelationGetRelid(b->rel), InvalidOid, false) == RLS_ENABLED)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("cannot write the round's rows into gangsched.%s under row-level security", relname),
+				 errdetail("The round writes gangsched.%s in bulk, past the executor that applies row-level security policies.",
+						   relname),
+				 errhint("Run rounds as the table's owner or a role with BYPASSRLS, through gangsched.run_round().")));
 	if (b->rel->rd_rel->relkind != RELKIND_RELATION ||
 		(b->rel->rd_att->constr && b->rel->rd_att->constr->has_generated_stored))
 		elog(ERROR, "gangsched bulk insert: gangsched.%s is not a plain table", relname);

@@ -325,7 +325,7 @@ gs_load_state_ex(bool queue)
 	c->level_names[c->nlevels + 1] = "node";
 
 	/* pools */
-	run("SELECT id, kind = 'reserved', name FROM gangsched.pools ORDER BY id", SPI_OK_SELECT);
+	run("SELECT id, kind OPERATOR(pg_catalog.=) 'reserved', name FROM gangsched.pools ORDER BY id", SPI_OK_SELECT);
 	c->npools = (int) SPI_processed;
 	if (c->npools > 64)
 		ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
@@ -341,8 +341,9 @@ gs_load_state_ex(bool queue)
 	}
 
 	/* nodes, sorted so every domain is a contiguous run */
-	run("SELECT n.id, n.pool_id, n.topology::text, n.state, n.cpus::float8, n.mem_gb::float8,"
-		"       n.net_gbps::float8, n.gpus, n.gpu_model, n.gpu_mem_gb::float8, n.gpu_slices, n.name"
+	run("SELECT n.id, n.pool_id, n.topology::pg_catalog.text, n.state,"
+		"       n.cpus::pg_catalog.float8, n.mem_gb::pg_catalog.float8, n.net_gbps::pg_catalog.float8,"
+		"       n.gpus, n.gpu_model, n.gpu_mem_gb::pg_catalog.float8, n.gpu_slices, n.name"
 		"  FROM gangsched.nodes n ORDER BY n.pool_id, n.topology, n.name", SPI_OK_SELECT);
 	c->nnodes = (int) SPI_processed;
 	c->nodes = palloc0(sizeof(GsNode) * Max(c->nnodes, 1));
@@ -390,7 +391,7 @@ gs_load_state_ex(bool queue)
 		node_by_id[c->nodes[i].id] = i;
 
 	/* teams and their quotas */
-	run("SELECT id, weight::float8, name FROM gangsched.teams ORDER BY id", SPI_OK_SELECT);
+	run("SELECT id, weight::pg_catalog.float8, name FROM gangsched.teams ORDER BY id", SPI_OK_SELECT);
 	c->nteams = (int) SPI_processed;
 	c->teams = palloc0(sizeof(GsTeam) * Max(c->nteams, 1));
 	for (i = 0; i < c->nteams; i++)
@@ -413,9 +414,13 @@ gs_load_state_ex(bool queue)
 			c->quotas[i].borrow[k] = -1;
 			c->quotas[i].lend[k] = -1;
 		}
-	run("SELECT q.team_id, q.pool_id, q.gpus::float8, q.cpus::float8, q.mem_gb::float8, q.net_gbps::float8,"
-		"       q.borrow_gpus::float8, q.borrow_cpus::float8, q.borrow_mem_gb::float8, q.borrow_net_gbps::float8,"
-		"       q.lend_gpus::float8, q.lend_cpus::float8, q.lend_mem_gb::float8, q.lend_net_gbps::float8"
+	run("SELECT q.team_id, q.pool_id,"
+		"       q.gpus::pg_catalog.float8, q.cpus::pg_catalog.float8,"
+		"       q.mem_gb::pg_catalog.float8, q.net_gbps::pg_catalog.float8,"
+		"       q.borrow_gpus::pg_catalog.float8, q.borrow_cpus::pg_catalog.float8,"
+		"       q.borrow_mem_gb::pg_catalog.float8, q.borrow_net_gbps::pg_catalog.float8,"
+		"       q.lend_gpus::pg_catalog.float8, q.lend_cpus::pg_catalog.float8,"
+		"       q.lend_mem_gb::pg_catalog.float8, q.lend_net_gbps::pg_catalog.float8"
 		"  FROM gangsched.quotas q", SPI_OK_SELECT);
 	for (i = 0; i < (int) SPI_processed; i++)
 	{
@@ -463,13 +468,15 @@ gs_load_state_ex(bool queue)
 	 * capacity held for nominated jobs. They leave the node's free host
 	 * resources and count in the team's and pool's use.
 	 */
-	run("SELECT x.node_id, x.team_id, sum(x.gpus)::float8, sum(x.cpus)::float8, sum(x.mem_gb)::float8,"
-		"       sum(x.net_gbps)::float8"
+	run("SELECT x.node_id, x.team_id,"
+		"       pg_catalog.sum(x.gpus)::pg_catalog.float8, pg_catalog.sum(x.cpus)::pg_catalog.float8,"
+		"       pg_catalog.sum(x.mem_gb)::pg_catalog.float8, pg_catalog.sum(x.net_gbps)::pg_catalog.float8"
 		"  FROM (SELECT a.node_id, a.team_id, a.gpus, a.cpus, a.mem_gb, a.net_gbps"
-		"          FROM gangsched.allocations a WHERE upper_inf(a.during)"
+		"          FROM gangsched.allocations a WHERE pg_catalog.upper_inf(a.during)"
 		"        UNION ALL"
 		"        SELECT h.node_id, g.team_id, g.gpus, h.cpus, h.mem_gb, h.net_gbps"
-		"          FROM gangsched.holds h JOIN gangsched.gangs g ON g.id = h.job) x"
+		"          FROM gangsched.holds h"
+		"          JOIN gangsched.gangs g ON g.id OPERATOR(pg_catalog.=) h.job) x"
 		" GROUP BY x.node_id, x.team_id", SPI_OK_SELECT);
 	for (i = 0; i < (int) SPI_processed; i++)
 	{
@@ -501,15 +508,21 @@ gs_load_state_ex(bool queue)
 	 * Capacity held for a nominated job replaces its victims' on the same
 	 * node: the host resources both hold there count once (the larger).
 	 */
-	run("SELECT h.node_id, sum(LEAST(h.cpus, v.cpus))::float8, sum(LEAST(h.mem, v.mem))::float8,"
-		"       sum(LEAST(h.net, v.net))::float8"
-		"  FROM (SELECT job, node_id, sum(cpus) AS cpus, sum(mem_gb) AS mem, sum(net_gbps) AS net"
+	run("SELECT h.node_id,"
+		"       pg_catalog.sum(LEAST(h.cpus, v.cpus))::pg_catalog.float8,"
+		"       pg_catalog.sum(LEAST(h.mem, v.mem))::pg_catalog.float8,"
+		"       pg_catalog.sum(LEAST(h.net, v.net))::pg_catalog.float8"
+		"  FROM (SELECT job, node_id, pg_catalog.sum(cpus) AS cpus, pg_catalog.sum(mem_gb) AS mem,"
+		"               pg_catalog.sum(net_gbps) AS net"
 		"          FROM gangsched.holds GROUP BY job, node_id) h"
-		"  JOIN (SELECT g.preempted_for AS job, a.node_id, sum(a.cpus) AS cpus, sum(a.mem_gb) AS mem,"
-		"               sum(a.net_gbps) AS net"
-		"          FROM gangsched.gangs g JOIN gangsched.allocations a ON a.job = g.id AND upper_inf(a.during)"
-		"         WHERE g.state = 'preempting' AND g.preempted_for IS NOT NULL"
-		"         GROUP BY g.preempted_for, a.node_id) v USING (job, node_id)"
+		"  JOIN (SELECT g.preempted_for AS job, a.node_id, pg_catalog.sum(a.cpus) AS cpus,"
+		"               pg_catalog.sum(a.mem_gb) AS mem, pg_catalog.sum(a.net_gbps) AS net"
+		"          FROM gangsched.gangs g"
+		"          JOIN gangsched.allocations a"
+		"            ON a.job OPERATOR(pg_catalog.=) g.id AND pg_catalog.upper_inf(a.during)"
+		"         WHERE g.state OPERATOR(pg_catalog.=) 'preempting' AND g.preempted_for IS NOT NULL"
+		"         GROUP BY g.preempted_for, a.node_id) v"
+		"    ON v.job OPERATOR(pg_catalog.=) h.job AND v.node_id OPERATOR(pg_catalog.=) h.node_id"
 		" GROUP BY h.node_id", SPI_OK_SELECT);
 	for (i = 0; i < (int) SPI_processed; i++)
 	{
@@ -526,8 +539,11 @@ gs_load_state_ex(bool queue)
 	/* device slices in use, and capacity held for nominated jobs */
 	run("SELECT h.node_id, h.slot FROM gangsched.held_slots h"
 		" UNION ALL"
-		" SELECT h.node_id, d * 8 + s FROM gangsched.holds h, unnest(h.devices) d,"
-		"        generate_series(h.first_slice, h.first_slice + h.slices - 1) s", SPI_OK_SELECT);
+		" SELECT h.node_id, d OPERATOR(pg_catalog.*) 8 OPERATOR(pg_catalog.+) s"
+		"   FROM gangsched.holds h, pg_catalog.unnest(h.devices) d,"
+		"        pg_catalog.generate_series(h.first_slice,"
+		"                                   h.first_slice OPERATOR(pg_catalog.+) h.slices OPERATOR(pg_catalog.-) 1) s",
+		SPI_OK_SELECT);
 	for (i = 0; i < (int) SPI_processed; i++)
 	{
 		int			id = col_int(i, 1, 0);
@@ -571,9 +587,12 @@ gs_load_state_ex(bool queue)
 			"SELECT g.id, g.team_id, g.priority, g.queue_pos, g.workers, g.f_gpus, g.f_cpus,"
 			"       g.f_mem_gb, g.f_net_gbps, g.gpu_model, g.f_gpu_mem_gb, g.pool_id,"
 			"       g.preemptible, g.group_size, g.group_span, g.stages, g.stage_span, g.span,"
-			"       g.dataset, CASE g.locality WHEN 'required' THEN 2 WHEN 'preferred' THEN 1 ELSE 0 END,"
-			"       hashtext(g.reason), g.queued_at, extract(epoch FROM g.queue_timeout)::float8"
-			"  FROM gangsched.gangs g WHERE g.state = 'pending'", &opts);
+			"       g.dataset,"
+			"       CASE WHEN g.locality OPERATOR(pg_catalog.=) 'required' THEN 2"
+			"            WHEN g.locality OPERATOR(pg_catalog.=) 'preferred' THEN 1 ELSE 0 END,"
+			"       pg_catalog.hashtext(g.reason), g.queued_at,"
+			"       EXTRACT(epoch FROM g.queue_timeout)::pg_catalog.float8"
+			"  FROM gangsched.gangs g WHERE g.state OPERATOR(pg_catalog.=) 'pending'", &opts);
 		MemoryContextSwitchTo(r.cxt);
 		/* with a receiver of our own, SPI reports a SELECT as a utility */
 		if (rc != SPI_OK_SELECT && rc != SPI_OK_UTILITY)
@@ -587,8 +606,9 @@ gs_load_state_ex(bool queue)
 	if (c->ndatasets > 0)
 	{
 		run("SELECT d.dataset, d.node_id FROM gangsched.datasets d"
-			" WHERE d.dataset IN (SELECT g.dataset FROM gangsched.gangs g"
-			"                      WHERE g.state = 'pending' AND g.dataset IS NOT NULL)", SPI_OK_SELECT);
+			" WHERE d.dataset OPERATOR(pg_catalog.=) ANY"
+			"       (SELECT g.dataset FROM gangsched.gangs g"
+			"         WHERE g.state OPERATOR(pg_catalog.=) 'pending' AND g.dataset IS NOT NULL)", SPI_OK_SELECT);
 		for (i = 0; i < (int) SPI_processed; i++)
 		{
 			char	   *ds = col_text(i, 1);
@@ -641,10 +661,13 @@ gs_load_running(GsState *st)
 
 	run("SELECT g.id, g.team_id, g.priority, g.preemptible, g.borrowed,"
 		"       COALESCE(g.started_at, g.placed_at), COALESCE(g.last_checkpoint_at, g.started_at, g.placed_at),"
-		"       g.f_gpus * g.workers, COALESCE(extract(epoch FROM g.grace)::float8, -1),"
-		"       g.f_gpus * g.workers, g.f_cpus * g.workers, g.f_mem_gb * g.workers, g.f_net_gbps * g.workers,"
+		"       g.f_gpus OPERATOR(pg_catalog.*) g.workers,"
+		"       COALESCE(EXTRACT(epoch FROM g.grace)::pg_catalog.float8, -1),"
+		"       g.f_gpus OPERATOR(pg_catalog.*) g.workers, g.f_cpus OPERATOR(pg_catalog.*) g.workers,"
+		"       g.f_mem_gb OPERATOR(pg_catalog.*) g.workers, g.f_net_gbps OPERATOR(pg_catalog.*) g.workers,"
 		"       g.workers"
-		"  FROM gangsched.gangs g WHERE g.state IN ('placed', 'running')", SPI_OK_SELECT);
+		"  FROM gangsched.gangs g"
+		" WHERE g.state OPERATOR(pg_catalog.=) ANY ('{placed,running}'::pg_catalog.text[])", SPI_OK_SELECT);
 	st->nrunning = (int) SPI_processed;
 	st->running = palloc0(sizeof(GsRunning) * Max(st->nrunning, 1));
 	memset(&ctl, 0, sizeof(ctl));
@@ -683,8 +706,8 @@ gs_load_running(GsState *st)
 	 * the planner to get wrong when statistics lag behind a big round.
 	 */
 	run("SELECT a.job, a.node_id, a.devices, a.first_slice, a.slices,"
-		"       a.cpus::float8, a.mem_gb::float8, a.net_gbps::float8"
-		"  FROM gangsched.allocations a WHERE upper_inf(a.during)", SPI_OK_SELECT);
+		"       a.cpus::pg_catalog.float8, a.mem_gb::pg_catalog.float8, a.net_gbps::pg_catalog.float8"
+		"  FROM gangsched.allocations a WHERE pg_catalog.upper_inf(a.during)", SPI_OK_SELECT);
 	for (i = 0; i < (int) SPI_processed; i++)
 	{
 		bool		isnull,

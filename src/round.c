@@ -28,6 +28,7 @@
 #include "utils/rangetypes.h"
 #include "utils/typcache.h"
 #include "utils/guc.h"
+#include "utils/json.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
@@ -38,6 +39,7 @@
 #include "order.h"
 #include "round.h"
 #include "schedule.h"
+#include "tenancy.h"
 
 /* The first pending jobs in line whose stored waiting reason a round refreshes. */
 #define GS_REASONS_PER_ROUND 256
@@ -168,11 +170,15 @@ requeue_unstarted(TimestampTz now)
 	bool		isnull;
 	Datum		d;
 
-	exec_args("SELECT gangsched._requeue_many(array_agg(g.id ORDER BY g.id),"
-			  "        'not started by every agent within gangsched.start_timeout (' || make_interval(secs => $2)::text || ')',"
+	exec_args("SELECT gangsched._requeue_many(pg_catalog.array_agg(g.id ORDER BY g.id),"
+			  "        'not started by every agent within gangsched.start_timeout ('"
+			  "          OPERATOR(pg_catalog.||) pg_catalog.make_interval(secs => $2)::pg_catalog.text"
+			  "          OPERATOR(pg_catalog.||) ')',"
 			  "        'kill')"
 			  "  FROM gangsched.gangs g"
-			  " WHERE g.state = 'placed' AND g.placed_at + make_interval(secs => $2) <= $1",
+			  " WHERE g.state OPERATOR(pg_catalog.=) 'placed'"
+			  "   AND g.placed_at OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => $2)"
+			  "       OPERATOR(pg_catalog.<=) $1",
 			  2, types, values, SPI_OK_SELECT);
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	return isnull ? 0 : DatumGetInt32(d);
@@ -257,8 +263,9 @@ write_nominations(GsState *st, GsDecision *dec, TimestampTz now)
 			cols_add(&h, j->id, w, c->nodes[a->node].id, devices_text(a), a->first_slice, a->nslices);
 		}
 		initStringInfo(&det);
-		appendStringInfo(&det, "{\"trigger\":\"%s\",\"lost_gpu_seconds\":%.1f,\"victims\":[",
-						 j->trigger, j->victim_cost);
+		appendStringInfoString(&det, "{\"trigger\":");
+		escape_json(&det, j->trigger);
+		appendStringInfo(&det, ",\"lost_gpu_seconds\":%.1f,\"victims\":[", j->victim_cost);
 		for (k = 0; k < j->nvictims && nv < vcap; k++)
 		{
 			appendStringInfo(&det, "%s" INT64_FORMAT, k ? "," : "", j->victims[k]->id);
@@ -284,9 +291,12 @@ write_nominations(GsState *st, GsDecision *dec, TimestampTz now)
 		values[4] = int4_array(h.first_slice, h.n);
 		values[5] = int4_array(h.slices, h.n);
 		exec_args("INSERT INTO gangsched.holds (job, worker, node_id, devices, first_slice, slices, cpus, mem_gb, net_gbps)"
-				  "SELECT u.job, u.worker, u.node, u.devices::int[], u.first_slice, u.slices, g.cpus, g.mem_gb, g.net_gbps"
-				  "  FROM unnest($1, $2, $3, $4, $5, $6) AS u(job, worker, node, devices, first_slice, slices)"
-				  "  JOIN gangsched.gangs g ON g.id = u.job",
+				  "SELECT u.job, u.worker, u.node, u.devices::pg_catalog.int4[], u.first_slice, u.slices,"
+				  "       g.cpus, g.mem_gb, g.net_gbps"
+				  "  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3),"
+				  "                  pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6))"
+				  "       AS u(job, worker, node, devices, first_slice, slices)"
+				  "  JOIN gangsched.gangs g ON g.id OPERATOR(pg_catalog.=) u.job",
 				  6, types, values, SPI_OK_INSERT);
 	}
 	{
@@ -300,11 +310,13 @@ write_nominations(GsState *st, GsDecision *dec, TimestampTz now)
 		values[4] = TimestampTzGetDatum(now);
 		exec_args("WITH n AS ("
 				  "  UPDATE gangsched.gangs g SET state = 'nominated', borrowed = u.borrowed, reason = u.reason"
-				  "    FROM unnest($1, $2, $3, $4) AS u(job, borrowed, reason, detail)"
-				  "   WHERE g.id = u.job AND g.state = 'pending'"
+				  "    FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2),"
+				  "                    pg_catalog.unnest($3), pg_catalog.unnest($4))"
+				  "         AS u(job, borrowed, reason, detail)"
+				  "   WHERE g.id OPERATOR(pg_catalog.=) u.job AND g.state OPERATOR(pg_catalog.=) 'pending'"
 				  "  RETURNING g.id, g.team_id, u.reason, u.detail)"
 				  "INSERT INTO gangsched.events (at, kind, job, team_id, reason, detail)"
-				  "SELECT $5, 'nominated', n.id, n.team_id, n.reason, n.detail::jsonb FROM n",
+				  "SELECT $5, 'nominated', n.id, n.team_id, n.reason, n.detail::pg_catalog.jsonb FROM n",
 				  5, types, values, SPI_OK_INSERT);
 	}
 	{
@@ -320,19 +332,27 @@ write_nominations(GsState *st, GsDecision *dec, TimestampTz now)
 		exec_args("WITH v AS ("
 				  "  UPDATE gangsched.gangs g"
 				  "     SET state = 'preempting', preempted_for = u.pfor,"
-				  "         preempt_deadline = $4 + make_interval(secs => LEAST(COALESCE(extract(epoch FROM g.grace), $5), $6)),"
-				  "         reason = format('preempted for job %s (%s)', u.pfor, u.trig)"
-				  "    FROM unnest($1, $2, $3) AS u(job, pfor, trig)"
-				  "   WHERE g.id = u.job AND g.state IN ('placed', 'running')"
+				  "         preempt_deadline = $4 OPERATOR(pg_catalog.+)"
+				  "             pg_catalog.make_interval(secs => LEAST(COALESCE(EXTRACT(epoch FROM g.grace), $5), $6)),"
+				  "         reason = pg_catalog.format('preempted for job %s (%s)', u.pfor, u.trig)"
+				  "    FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3))"
+				  "         AS u(job, pfor, trig)"
+				  "   WHERE g.id OPERATOR(pg_catalog.=) u.job"
+				  "     AND g.state OPERATOR(pg_catalog.=) ANY ('{placed,running}'::pg_catalog.text[])"
 				  "  RETURNING g.id, g.team_id, g.preempt_deadline, g.reason, u.pfor),"
 				  " ev AS ("
 				  "  INSERT INTO gangsched.events (at, kind, job, team_id, reason, detail)"
 				  "  SELECT $4, 'preempting', v.id, v.team_id, v.reason,"
-				  "         jsonb_build_object('for', v.pfor, 'deadline', v.preempt_deadline) FROM v RETURNING 1)"
-				  "SELECT count(pg_notify('gangsched_node_' || a.node_id,"
-				  "             json_build_object('event', 'preempt', 'job', v.id, 'deadline', v.preempt_deadline)::text))"
+				  "         pg_catalog.jsonb_build_object('for', v.pfor, 'deadline', v.preempt_deadline)"
+				  "    FROM v RETURNING 1)"
+				  "SELECT pg_catalog.count(pg_catalog.pg_notify("
+				  "           'gangsched_node_' OPERATOR(pg_catalog.||) a.node_id,"
+				  "           pg_catalog.json_build_object('event', 'preempt', 'job', v.id,"
+				  "                                        'deadline', v.preempt_deadline)::pg_catalog.text))"
 				  "  FROM v JOIN (SELECT DISTINCT x.job, x.node_id FROM gangsched.allocations x"
-				  "               WHERE upper_inf(x.during) AND x.job = ANY ($1)) a ON a.job = v.id",
+				  "               WHERE pg_catalog.upper_inf(x.during)"
+				  "                 AND x.job OPERATOR(pg_catalog.=) ANY ($1)) a"
+				  "    ON a.job OPERATOR(pg_catalog.=) v.id",
 				  6, types, values, SPI_OK_SELECT);
 	}
 }
@@ -373,7 +393,7 @@ bulk_allocations(Cols *al, int64 *jobs, int njobs, TimestampTz now)
 
 	values[0] = int8_array(jobs, njobs);
 	exec_args("SELECT g.id, g.team_id, g.gpus, g.cpus, g.mem_gb, g.net_gbps, g.borrowed"
-			  "  FROM gangsched.gangs g WHERE g.id = ANY ($1) ORDER BY g.id",
+			  "  FROM gangsched.gangs g WHERE g.id OPERATOR(pg_catalog.=) ANY ($1) ORDER BY g.id",
 			  1, types, values, SPI_OK_SELECT);
 	tt = SPI_tuptable;
 	nrows = (int) SPI_processed;
@@ -555,15 +575,20 @@ write_decisions(GsState *st, GsDecision *dec, TimestampTz now)
 			if (!seen[a->node])
 			{
 				seen[a->node] = true;
-				appendStringInfo(&det, "%s\"%s\"", nnodes ? "," : "", c->nodes[a->node].name);
+				if (nnodes)
+					appendStringInfoChar(&det, ',');
+				escape_json(&det, c->nodes[a->node].name);
 				nnodes++;
 			}
 		}
 		for (w = 0; w < j->workers; w++)
 			seen[j->assign[w].node] = false;
-		appendStringInfo(&det, "],\"domain\":\"%s\",\"level\":\"%s\"}",
-						 c->dom[j->dom_depth][j->dom_index].label,
-						 c->level_names[j->dom_depth]);
+		/* names are the operator's: escaped, so no name can make the event's jsonb fail */
+		appendStringInfoString(&det, "],\"domain\":");
+		escape_json(&det, c->dom[j->dom_depth][j->dom_index].label);
+		appendStringInfoString(&det, ",\"level\":");
+		escape_json(&det, c->level_names[j->dom_depth]);
+		appendStringInfoChar(&det, '}');
 		p_job[np] = j->id;
 		p_borrowed[np] = j->borrowed;
 		p_detail[np++] = det.data;
@@ -591,15 +616,16 @@ write_decisions(GsState *st, GsDecision *dec, TimestampTz now)
 				  "  UPDATE gangsched.gangs g"
 				  "     SET state = 'placed', placed_at = $3, started_at = NULL, started_nodes = '{}', reason = NULL,"
 				  "         borrowed = u.borrowed"
-				  "    FROM unnest($1, $2, $4) AS u(job, detail, borrowed)"
-				  "   WHERE g.id = u.job AND g.state = 'pending'"
+				  "    FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($4))"
+				  "         AS u(job, detail, borrowed)"
+				  "   WHERE g.id OPERATOR(pg_catalog.=) u.job AND g.state OPERATOR(pg_catalog.=) 'pending'"
 				  "  RETURNING g.id, g.team_id, u.detail, g.borrowed),"
 				  " e AS ("
 				  "  INSERT INTO gangsched.events (at, kind, job, team_id, reason, detail)"
 				  "  SELECT $3, 'placed', p.id, p.team_id,"
 				  "         CASE WHEN p.borrowed THEN 'placed whole in its smallest domain, as borrowed capacity'"
 				  "              ELSE 'placed whole in its smallest domain, within nominal quota' END,"
-				  "         p.detail::jsonb FROM p"
+				  "         p.detail::pg_catalog.jsonb FROM p"
 				  "  RETURNING job)"
 				  "SELECT job FROM e ORDER BY job",
 				  4, types, values, SPI_OK_SELECT);
@@ -720,7 +746,8 @@ write_decisions(GsState *st, GsDecision *dec, TimestampTz now)
 		values[0] = int8_array(w_job, nw);
 		values[1] = text_array(w_reason, nw);
 		exec_args("UPDATE gangsched.gangs g SET reason = u.reason"
-				  "  FROM unnest($1, $2) AS u(job, reason) WHERE g.id = u.job",
+				  "  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(job, reason)"
+				  " WHERE g.id OPERATOR(pg_catalog.=) u.job",
 				  2, types, values, SPI_OK_UPDATE);
 	}
 	if (nx > 0)
@@ -735,10 +762,13 @@ write_decisions(GsState *st, GsDecision *dec, TimestampTz now)
 		exec_args("WITH e AS ("
 				  "  UPDATE gangsched.gangs g"
 				  "     SET state = 'expired', finished_at = $3,"
-				  "         reason = 'queue timeout of ' || COALESCE(g.queue_timeout, make_interval(secs => $4))::text"
-				  "                  || ' passed while waiting: ' || COALESCE(u.reason, g.reason, 'not yet considered by a round')"
-				  "    FROM unnest($1, $2) AS u(job, reason)"
-				  "   WHERE g.id = u.job AND g.state = 'pending'"
+				  "         reason = 'queue timeout of '"
+				  "                  OPERATOR(pg_catalog.||)"
+				  "                  COALESCE(g.queue_timeout, pg_catalog.make_interval(secs => $4))::pg_catalog.text"
+				  "                  OPERATOR(pg_catalog.||) ' passed while waiting: '"
+				  "                  OPERATOR(pg_catalog.||) COALESCE(u.reason, g.reason, 'not yet considered by a round')"
+				  "    FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(job, reason)"
+				  "   WHERE g.id OPERATOR(pg_catalog.=) u.job AND g.state OPERATOR(pg_catalog.=) 'pending'"
 				  "  RETURNING g.id, g.team_id, g.reason)"
 				  "INSERT INTO gangsched.events (at, kind, job, team_id, reason)"
 				  "SELECT $3, 'expired', e.id, e.team_id, e.reason FROM e",
@@ -784,6 +814,8 @@ gs_run_round(PG_FUNCTION_ARGS)
 	char		note[256];
 	int			save_nestlevel;
 
+	/* a round changes every team's jobs: operators (and the worker) only */
+	gs_require_operator("run a scheduling round");
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	tupdesc = BlessTupleDesc(tupdesc);
@@ -799,8 +831,13 @@ gs_run_round(PG_FUNCTION_ARGS)
 		PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 	}
 
-	/* the round's queries are short; JIT would cost more than it saves */
-	save_nestlevel = NewGUCNestLevel();
+	/*
+	 * The round's queries run under the fixed search_path (no schema a
+	 * tenant can create objects in) and without JIT (they are short; JIT
+	 * would cost more than it saves), both in one GUC nest level undone
+	 * below (an error undoes it with the transaction).
+	 */
+	save_nestlevel = gs_fix_search_path();
 	(void) set_config_option("jit", "off", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
 
@@ -853,7 +890,7 @@ gs_run_round(PG_FUNCTION_ARGS)
 			note[0] = '\0';
 	}
 	SPI_finish();
-	AtEOXact_GUC(true, save_nestlevel);
+	gs_restore_search_path(save_nestlevel);
 	MemoryContextSwitchTo(oldcxt);
 	MemoryContextDelete(roundcxt);
 
@@ -892,22 +929,28 @@ gs_why_pending(PG_FUNCTION_ARGS)
 	char	   *deadline = NULL;
 	List	   *rows = NIL;
 	ListCell   *lc;
+	int			save_nestlevel;
 
 	InitMaterializedSRF(fcinfo, 0);
 	ts = rsinfo->setResult;
 	tupdesc = rsinfo->setDesc;
 	per_query = rsinfo->econtext->ecxt_per_query_memory;
 
+	/* one call (materialized): the fixed search_path from here to SPI_finish */
+	save_nestlevel = gs_fix_search_path();
 	SPI_connect();
 	{
 		Oid			types[1] = {INT8OID};
 		Datum		vals[1] = {Int64GetDatum(job_id)};
 
 		exec_args("SELECT g.state, g.reason,"
-				  "       (SELECT count(*) FROM gangsched.gangs v WHERE v.preempted_for = g.id AND v.state = 'preempting'),"
-				  "       (SELECT max(v.preempt_deadline) FROM gangsched.gangs v"
-				  "         WHERE v.preempted_for = g.id AND v.state = 'preempting')"
-				  "  FROM gangsched.gangs g WHERE g.id = $1", 1, types, vals, SPI_OK_SELECT);
+				  "       (SELECT pg_catalog.count(*) FROM gangsched.gangs v"
+				  "         WHERE v.preempted_for OPERATOR(pg_catalog.=) g.id"
+				  "           AND v.state OPERATOR(pg_catalog.=) 'preempting'),"
+				  "       (SELECT pg_catalog.max(v.preempt_deadline) FROM gangsched.gangs v"
+				  "         WHERE v.preempted_for OPERATOR(pg_catalog.=) g.id"
+				  "           AND v.state OPERATOR(pg_catalog.=) 'preempting')"
+				  "  FROM gangsched.gangs g WHERE g.id OPERATOR(pg_catalog.=) $1", 1, types, vals, SPI_OK_SELECT);
 		if (SPI_processed == 0)
 			ereport(ERROR, (errcode(ERRCODE_FOREIGN_KEY_VIOLATION),
 							errmsg("job " INT64_FORMAT " does not exist", job_id),
@@ -1068,6 +1111,7 @@ gs_why_pending(PG_FUNCTION_ARGS)
 		MemoryContextSwitchTo(oldcxt);
 	}
 	SPI_finish();
+	gs_restore_search_path(save_nestlevel);
 
 	foreach(lc, rows)
 	{
@@ -1094,11 +1138,14 @@ gs_queue(PG_FUNCTION_ARGS)
 	GsState    *st;
 	GsDecision	dec;
 	int			k,
-				n;
+				n,
+				save_nestlevel;
 
 	InitMaterializedSRF(fcinfo, 0);
 	ts = rsinfo->setResult;
 	tupdesc = rsinfo->setDesc;
+	/* one call (materialized): the fixed search_path from here to SPI_finish */
+	save_nestlevel = gs_fix_search_path();
 	SPI_connect();
 	st = gs_load_state();
 	st->now = gs_now();
@@ -1128,5 +1175,6 @@ gs_queue(PG_FUNCTION_ARGS)
 		tuplestore_putvalues(ts, tupdesc, v, nl);
 	}
 	SPI_finish();
+	gs_restore_search_path(save_nestlevel);
 	return (Datum) 0;
 }

@@ -35,6 +35,7 @@
 
 #include "gangsched.h"
 #include "guc.h"
+#include "tenancy.h"
 #include "wake.h"
 #include "worker.h"
 
@@ -137,11 +138,15 @@ gs_worker_round(void)
 	PushActiveSnapshot(GetTransactionSnapshot());
 	if (OidIsValid(get_extension_oid("gangsched", true)))
 	{
+		/* the round's statement too runs under the fixed search_path */
+		int			save_nestlevel = gs_fix_search_path();
+
 		pgstat_report_activity(STATE_RUNNING, "SELECT * FROM gangsched.run_round()");
 		SPI_connect();
 		if (SPI_execute("SELECT * FROM gangsched.run_round()", false, 0) != SPI_OK_SELECT)
 			elog(ERROR, "gangsched worker: run_round() failed");
 		SPI_finish();
+		gs_restore_search_path(save_nestlevel);
 		ran = true;
 	}
 	PopActiveSnapshot();
