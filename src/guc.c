@@ -34,6 +34,7 @@ bool		gs_preemption = true;
 bool		gs_backfill = true;
 int			gs_max_pending_per_team = 10000;
 int			gs_max_workers_per_gang = 4096;
+int			gs_round_lock_timeout_ms = 10000;
 
 static const struct config_enum_entry queue_order_options[] = {
 	{"fair", 0, false},
@@ -190,6 +191,13 @@ gs_guc_init(void)
 							"A team's own limit (gangsched.set_team_limits) takes precedence.",
 							&gs_max_workers_per_gang, 4096, 1, INT_MAX, PGC_SUSET,
 							0, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("gangsched.round_lock_timeout",
+							"Longest a round waits for any lock before it gives up (the next round retries).",
+							"When the background worker's round gives up, the worker ends the sessions of tenant roles "
+							"whose writing transaction has been open longer than this (they hold the locks).",
+							&gs_round_lock_timeout_ms, 10000, 100, 3600 * 1000, PGC_SIGHUP,
+							GUC_UNIT_MS, NULL, NULL, NULL);
 
 	DefineCustomBoolVariable("gangsched.enabled",
 							 "Lets the background worker run scheduling rounds.",

@@ -22,6 +22,7 @@ extern bool gs_backfill;
 extern int	gs_max_pending_per_team;	/* read by submit() in SQL */
 extern int	gs_max_workers_per_gang;	/* read by submit() in SQL */
 extern char *gs_database;
+extern int	gs_round_lock_timeout_ms;
 
 /* The scheduler's clock: the override when set, else now(). */
 extern TimestampTz gs_now(void);

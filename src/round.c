@@ -2,7 +2,7 @@
  * round.c — gangsched.run_round() and gangsched.why_pending(): the SPI edges
  * around the in-memory scheduler.
  *
- * A round is one transaction: take the advisory lock (or return at once),
+ * A round is one transaction: take the round's lock (or return at once),
  * apply the time rules (queue timeouts, start timeouts) set-based, load the
  * state with a handful of queries, decide in memory, and write every
  * decision with one batched statement per relation (array parameters, no
@@ -12,6 +12,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/async.h"
 #include "executor/spi.h"
@@ -29,10 +30,12 @@
 #include "utils/typcache.h"
 #include "utils/guc.h"
 #include "utils/json.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "fair.h"
+#include "guard.h"
 #include "bulk.h"
 #include "guc.h"
 #include "loader.h"
@@ -44,17 +47,22 @@
 /* The first pending jobs in line whose stored waiting reason a round refreshes. */
 #define GS_REASONS_PER_ROUND 256
 
-/* Advisory lock key of the round: 'gsch' in the first key, 1 in the second. */
-#define GS_ROUND_LOCK_KEY1	0x67736368
-#define GS_ROUND_LOCK_KEY2	1
-
+/*
+ * One round at a time: an EXCLUSIVE lock on gangsched.round_lock, held to
+ * the end of the round's transaction. Not an advisory lock: any role can
+ * take those (pg_advisory_lock is PUBLIC), and one held by a tenant's
+ * session would stop every round. Only the owner can lock this table: no
+ * role has privileges on it and no view reads it.
+ */
 bool
 gs_try_round_lock(void)
 {
-	LOCKTAG		tag;
+	Oid			nsp = get_namespace_oid("gangsched", false);
+	Oid			relid = get_relname_relid("round_lock", nsp);
 
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, GS_ROUND_LOCK_KEY1, GS_ROUND_LOCK_KEY2, 2);
-	return LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL;
+	if (!OidIsValid(relid))
+		elog(ERROR, "gangsched.round_lock is missing");
+	return ConditionalLockRelationOid(relid, ExclusiveLock);
 }
 
 /* ---- small array builders -------------------------------------------- */
@@ -838,6 +846,7 @@ gs_run_round(PG_FUNCTION_ARGS)
 	 * below (an error undoes it with the transaction).
 	 */
 	save_nestlevel = gs_fix_search_path();
+	gs_round_lock_timeout();
 	(void) set_config_option("jit", "off", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
 

@@ -34,6 +34,7 @@
 #include "utils/timestamp.h"
 
 #include "gangsched.h"
+#include "guard.h"
 #include "guc.h"
 #include "tenancy.h"
 #include "wake.h"
@@ -158,11 +159,37 @@ gs_worker_round(void)
 	return ran;
 }
 
+/* gs_end_blocking_tenants(), an error in it logged and survived like a round's. */
+static void
+end_blocking_tenants(void)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+
+	PG_TRY();
+	{
+		(void) gs_end_blocking_tenants();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		ereport(LOG, (errmsg("gangsched could not end the sessions that block rounds: %s", edata->message)));
+		FreeErrorData(edata);
+		pgstat_report_activity(STATE_IDLE, NULL);
+	}
+	PG_END_TRY();
+}
+
 void
 gs_worker_main(Datum arg)
 {
 	MemoryContext loopcxt;
 	volatile bool warned_missing = false;
+	volatile bool lock_timed_out = false;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
@@ -220,14 +247,29 @@ gs_worker_main(Datum arg)
 				edata = CopyErrorData();
 				FlushErrorState();
 				AbortCurrentTransaction();
-				ereport(LOG,
-						(errmsg("gangsched scheduler round failed: %s", edata->message),
-						 edata->detail ? errdetail_internal("%s", edata->detail) : 0,
-						 errhint("The worker goes on; the next round runs after gangsched.round_interval.")));
+				if (edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
+				{
+					ereport(LOG,
+							(errmsg("gangsched scheduler round gave up waiting for a lock: %s", edata->message),
+							 errdetail("A transaction held a lock the round needs for longer than gangsched.round_lock_timeout (%d ms).",
+									   gs_round_lock_timeout_ms),
+							 errhint("The worker ends tenant sessions that hold such locks; the next round retries.")));
+					lock_timed_out = true;
+				}
+				else
+					ereport(LOG,
+							(errmsg("gangsched scheduler round failed: %s", edata->message),
+							 edata->detail ? errdetail_internal("%s", edata->detail) : 0,
+							 errhint("The worker goes on; the next round runs after gangsched.round_interval.")));
 				FreeErrorData(edata);
 				pgstat_report_activity(STATE_IDLE, NULL);
 			}
 			PG_END_TRY();
+			if (lock_timed_out)
+			{
+				lock_timed_out = false;
+				end_blocking_tenants();
+			}
 			MemoryContextSwitchTo(oldcxt);
 			MemoryContextReset(loopcxt);
 		}

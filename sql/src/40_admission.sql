@@ -4,10 +4,15 @@
 
 -- Slices of one device a fractional request takes on devices with `slices`
 -- partitions; 0 when the fraction is not a whole number of slices.
+-- This and _fit() stay inlinable (no SET search_path): only gangsched's own
+-- functions, which run under its fixed search_path, may call them (PUBLIC
+-- has no EXECUTE), so their operators resolve in pg_catalog; their
+-- functions are qualified all the same.
 CREATE FUNCTION gangsched._slices_needed(gpus numeric, slices int) RETURNS int
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT CASE WHEN abs(gpus * slices - round(gpus * slices)) <= 0.001 AND round(gpus * slices) >= 1
-                THEN round(gpus * slices)::int ELSE 0 END
+    SELECT CASE WHEN pg_catalog.abs(gpus * slices - pg_catalog.round(gpus * slices)) <= 0.001
+                     AND pg_catalog.round(gpus * slices) >= 1
+                THEN pg_catalog.round(gpus * slices)::pg_catalog.int4 ELSE 0 END
 $$;
 
 -- How many workers of one request fit on an empty node of the given shape.
@@ -17,14 +22,14 @@ CREATE FUNCTION gangsched._fit(n_cpus numeric, n_mem numeric, n_net numeric, n_g
                                w_model text, w_gpu_mem numeric) RETURNS int
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT LEAST(
-        CASE WHEN w_cpus > 0 THEN floor(n_cpus / w_cpus) ELSE 1000000 END,
-        CASE WHEN w_mem > 0 THEN floor(n_mem / w_mem) ELSE 1000000 END,
-        CASE WHEN w_net > 0 THEN floor(n_net / w_net) ELSE 1000000 END,
+        CASE WHEN w_cpus > 0 THEN pg_catalog.floor(n_cpus / w_cpus) ELSE 1000000 END,
+        CASE WHEN w_mem > 0 THEN pg_catalog.floor(n_mem / w_mem) ELSE 1000000 END,
+        CASE WHEN w_net > 0 THEN pg_catalog.floor(n_net / w_net) ELSE 1000000 END,
         CASE WHEN w_gpus = 0 THEN 1000000
              WHEN n_gpus = 0 THEN 0
              WHEN w_model IS NOT NULL AND n_model IS DISTINCT FROM w_model THEN 0
              WHEN w_gpu_mem IS NOT NULL AND COALESCE(n_gpu_mem, 0) < w_gpu_mem THEN 0
-             WHEN w_gpus >= 1 THEN floor(n_gpus / w_gpus)
+             WHEN w_gpus >= 1 THEN pg_catalog.floor(n_gpus / w_gpus)
              WHEN gangsched._slices_needed(w_gpus, n_slices) = 0 THEN 0
              ELSE n_gpus * (n_slices / gangsched._slices_needed(w_gpus, n_slices))
         END)::int

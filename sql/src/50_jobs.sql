@@ -220,12 +220,12 @@ BEGIN
                   HINT = 'Use ''up'', ''draining'' or ''down''.';
     END IF;
     IF state = 'down' THEN
-        -- Take the scheduling round's advisory lock (src/round.c: keys
-        -- 'gsch' = 1735615336 and 1): wait for a round in progress, and keep
+        -- Take the scheduling round's lock (src/round.c: EXCLUSIVE on
+        -- gangsched.round_lock): wait for a round in progress, and keep
         -- rounds out until this commits. Otherwise a round that placed work
         -- on this node and has not committed, or that reads the node as up
         -- while this is not committed, leaves work on a down node.
-        PERFORM pg_catalog.pg_advisory_xact_lock(1735615336, 1);
+        LOCK TABLE gangsched.round_lock IN EXCLUSIVE MODE;
     END IF;
     SELECT * INTO n FROM gangsched.nodes WHERE id = n.id FOR UPDATE;
     IF n.state = state THEN

@@ -37,8 +37,14 @@ BEGIN
     RETURN n;
 END $$;
 
+-- Rounds take turns on this table's EXCLUSIVE lock (never rows in it): a
+-- round tries it and returns at once if another round holds it;
+-- set_node_state(..., 'down') waits for it. No role but the owner may lock
+-- it, unlike an advisory lock, which any session could hold forever.
+CREATE TABLE gangsched.round_lock ();
+
 -- One scheduling round in this transaction. Returns at once (ran = false)
--- when another round holds the round's advisory lock.
+-- when another round holds the round's lock.
 CREATE FUNCTION gangsched.run_round(OUT ran bool, OUT considered int, OUT placed int, OUT workers_placed int,
                                     OUT preempted int, OUT expired int, OUT requeued int, OUT ms float8,
                                     OUT note text)

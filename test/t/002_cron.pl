@@ -1,5 +1,5 @@
 # Rounds driven by pg_cron instead of the background worker, and the
-# round's advisory lock, which keeps two rounds (cron's, the worker's, a
+# round's lock, which keeps two rounds (cron's, the worker's, a
 # person's) from interleaving.
 #
 # pg_cron 1.4.2 (Debian 12) accepts cron syntax only, so a cron-driven round
@@ -89,7 +89,7 @@ is($node->safe_psql('postgres', 'SELECT rounds FROM gangsched.worker_status()'),
 $node->safe_psql('postgres', "SELECT cron.unschedule('gangsched')");
 
 # -------------------------------------------------------------------------
-# The advisory lock: one round at a time
+# The round's lock: one round at a time
 # -------------------------------------------------------------------------
 # A round left open in a transaction holds the lock until it ends.
 my $holder = $node->background_psql('postgres');
