@@ -14,6 +14,8 @@ REVOKE ALL ON ALL SEQUENCES IN SCHEMA gangsched FROM PUBLIC;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA gangsched FROM PUBLIC;
 
 GRANT SELECT ON ALL TABLES IN SCHEMA gangsched TO gangsched_operator;
+-- nobody but the owner may lock the round's lock table (src/round.c)
+REVOKE ALL ON gangsched.round_lock FROM gangsched_operator;
 GRANT SELECT ON gangsched.jobs, gangsched.queue, gangsched.placements, gangsched.team_shares TO gangsched_portal;
 GRANT SELECT ON gangsched.jobs, gangsched.queue, gangsched.placements, gangsched.team_shares,
                 gangsched.allocation_history, gangsched.event_log TO gangsched_analyst;

@@ -494,8 +494,20 @@ RESET ROLE;
 
 /* ---------------- the end ---------------- */
 
--- (invariant 7 reports privileges granted outside the model: the test's own)
+-- invariant 7 reports privileges granted outside the model: the test's own
+-- USAGE for gs60_nobody, and a table privilege given to a portal
+GRANT UPDATE ON gangsched.gangs TO gs60_pv;
+SELECT invariant, detail FROM gangsched.check_invariants() WHERE invariant = 7 ORDER BY detail;
+REVOKE UPDATE ON gangsched.gangs FROM gs60_pv;
 REVOKE USAGE ON SCHEMA gangsched FROM gs60_nobody;
+-- invariant 6: a node's GPUs changed behind the API (as only the owner can)
+BEGIN;
+UPDATE gangsched.nodes SET gpus = 64 WHERE name = 'n1';
+SELECT invariant, node, detail FROM gangsched.check_invariants() WHERE invariant = 6 ORDER BY detail;
+ROLLBACK;
+-- the round's lock is a table no tenant may lock
+CALL pg_temp.refused('gs60_pv', $$LOCK TABLE gangsched.round_lock IN EXCLUSIVE MODE$$);
+
 SELECT * FROM gangsched.check_invariants();
 DROP EXTENSION gangsched;
 DROP ROLE gs60_op, gs60_pv, gs60_pn, gs60_pb, gs60_pm, gs60_grp, gs60_a1, gs60_a2, gs60_an, gs60_nobody;

@@ -8,6 +8,8 @@
 # - portal B cannot cancel A's job, read its command or UPDATE it (42501);
 # - a login role bound to nothing can do nothing;
 # - agent_n1 cannot heartbeat, read the work of, start or release for n2;
+# - a tenant holding the round's old advisory key, or a row lock a round needs
+#   (its own timeouts off), does not stop the rounds;
 # - the clock and the round-shaping settings are refused to portals;
 # - shadowing functions and operators planted in public (CREATE granted to
 #   PUBLIC, public before pg_catalog on the portal's and the worker's
@@ -347,6 +349,53 @@ is(sql("SELECT string_agg(DISTINCT actor, ' ') FROM gangsched.events WHERE job =
 	$worker_role, "the placement names the worker's role ($worker_role)");
 
 allowed('portal_b', "SELECT gangsched.cancel($jobb)", 'portal B cancels its own job');
+
+# -------------------------------------------------------------------------
+# A tenant cannot stall the rounds
+# -------------------------------------------------------------------------
+# The round's lock is not an advisory lock: a portal's session holding the
+# key rounds once used, or any other, stops nothing; the lock table itself
+# cannot be locked by a tenant.
+my $squatter = $node->background_psql('postgres', extra_params => [ '-U', 'portal_a' ]);
+$squatter->query_safe('SELECT pg_advisory_lock(1735615336, 1)');
+refused('portal_a', 'LOCK TABLE gangsched.round_lock IN EXCLUSIVE MODE', '42501', qr/permission denied/,
+	"a portal cannot take the round's lock");
+$out = allowed('portal_a', "SELECT gangsched.submit('a', 1, 1, name => 'while a tenant holds the old key')",
+	'portal A submits while its other session holds the old advisory key');
+my ($jobk) = $out =~ /^(\d+)$/m;
+ok(poll_until("SELECT state FROM gangsched.jobs WHERE job = $jobk", 'placed', 20),
+	"the worker's rounds go on: the job is placed");
+allowed('portal_a', "SELECT gangsched.cancel($jobk)", 'portal A cancels it');
+$squatter->quit;
+
+# A portal that keeps a row lock a round needs (an uncommitted cancel of a
+# pending job the round wants to place), with its own timeouts switched
+# off: the round gives up after gangsched.round_lock_timeout, the worker
+# ends that session, and the next round places the job.
+sql("ALTER SYSTEM SET gangsched.round_lock_timeout = '1s'");
+$node->reload;
+sql("SELECT gangsched.set_node_state('n2', 'draining')");
+$out = allowed('portal_a', "SELECT gangsched.submit('a', 2, 2, name => 'needs n1 and n2', command => 'sleep 600')",
+	'portal A submits a job that must wait');
+my ($jobw) = $out =~ /^(\d+)$/m;
+my $offset = -s $node->logfile;
+my $blocker = $node->background_psql('postgres', extra_params => [ '-U', 'portal_a' ], on_error_stop => 0);
+$blocker->query_safe("SET idle_in_transaction_session_timeout = 0; SET statement_timeout = 0; SET lock_timeout = 0");
+$blocker->query_safe('BEGIN');
+$blocker->query_safe("SELECT gangsched.cancel($jobw)");
+# n2 comes back: the round wants to place the job whose row the blocker holds
+sql("SELECT gangsched.set_node_state('n2', 'up')");
+ok($node->wait_for_log(qr/gangsched scheduler round gave up waiting for a lock/, $offset),
+	'the round gives up waiting for the lock after gangsched.round_lock_timeout and says so');
+ok($node->wait_for_log(qr/gangsched ended the session of role "portal_a"/, $offset),
+	"the worker ends the portal's session that held it");
+ok(poll_until("SELECT state FROM gangsched.jobs WHERE job = $jobw", 'placed', 20),
+	"the next round places the job (the portal's cancel was rolled back)");
+is(sql("SELECT count(*) FROM pg_stat_activity WHERE usename = 'portal_a' AND state LIKE 'idle in transaction%'"),
+	'0', "the portal's idle transaction is gone");
+allowed('portal_a', "SELECT gangsched.cancel($jobw)", 'portal A can cancel it now, over a new connection');
+sql("ALTER SYSTEM RESET gangsched.round_lock_timeout");
+$node->reload;
 
 # -------------------------------------------------------------------------
 # The shadows never ran
