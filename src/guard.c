@@ -43,7 +43,7 @@ static const char *blocking_sql =
 " WHERE a.datid OPERATOR(pg_catalog.=) $1"
 "   AND a.backend_type OPERATOR(pg_catalog.=) 'client backend'"
 "   AND a.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()"
-"   AND a.xact_start OPERATOR(pg_catalog.<) pg_catalog.now() OPERATOR(pg_catalog.-) $2"
+"   AND a.xact_start OPERATOR(pg_catalog.<) (pg_catalog.now() OPERATOR(pg_catalog.-) $2)"
 "   AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) a.usesysid)"
 "   AND NOT pg_catalog.pg_has_role(a.usesysid, 'gangsched_operator', 'MEMBER')"
 "   AND (pg_catalog.pg_has_role(a.usesysid, 'gangsched_portal', 'MEMBER')"
