@@ -24,7 +24,9 @@
 # ratio_b_a_paired the median over repetitions of B's value over A's in the
 # same repetition (A and B ran back to back), which cancels slow drift in
 # the machine's load. The COPY floor runs no gangsched code, so its ratio
-# shows how far the machine alone moved the two sides apart. Progress and run.sh's stderr go to stderr; every
+# shows how far the machine alone moved the two sides apart. a_best/b_best:
+# the least value over repetitions (for *_min metrics, the fastest round of
+# the whole run), the least disturbed by other work on the machine. Progress and run.sh's stderr go to stderr; every
 # repetition's raw output stays in $GS_CMP_DIR/out/.
 #
 # Runs as root (runuser -u postgres, as tools/gs does). Stops its own two
@@ -48,7 +50,7 @@ usage: bash bench/compare.sh [options] [-- bench/run.sh options]
   --base REV     revision A [$BASE]
   --new REV      revision B [$NEW]
   --reps N       repetitions, each one bench/run.sh per build, alternating [$REPS]
-  --quick        3 repetitions of a smaller run.sh (about 2 minutes instead of 8)
+  --quick        3 repetitions of a smaller run.sh (about 2 minutes instead of 9)
   --bench DIR    take run.sh from DIR instead of B's tree
 environment: GS_CMP_DIR [$ROOT], GS_CMP_PORT_A [$PORT_A], GS_CMP_PORT_B [$PORT_B]
 USAGE
@@ -208,8 +210,8 @@ done | jq -sc --argjson reps "$REPS" '
                      else (.[length / 2 - 1] + .[length / 2]) / 2 end;
   def r3: if . == null then null else (. * 1000 | round) / 1000 end;
   def key: [.bench, .shape, .protocol, .caller] | map(select(. != null)) | join("/");
-  def metrics: {cold: ["round_ms", "fn_ms"], copy_floor: ["copy_ms", "ratio"],
-                steady: ["round_ms", "round_ms_p90", "fn_ms"],
+  def metrics: {cold: ["round_ms", "round_ms_min", "fn_ms"], copy_floor: ["copy_ms", "copy_ms_min", "ratio"],
+                steady: ["round_ms", "round_ms_min", "round_ms_p90", "fn_ms"],
                 submit_set: ["submit_rows_s", "insert_rows_s", "ratio"],
                 submit_stmt: ["submit_rows_s", "insert_rows_s", "ratio"]}[.bench] // [];
   [ .[] | select(.skipped == null) | . as $l
@@ -227,6 +229,7 @@ done | jq -sc --argjson reps "$REPS" '
   | {compare: .[0].key, metric: .[0].metric, a: ($ma | r3), b: ($mb | r3),
      ratio_b_a: (if $ma == null or $mb == null or $ma == 0 then null else ($mb / $ma | r3) end),
      ratio_b_a_paired: ($pairs | median | r3),
+     a_best: ($a | min), b_best: ($b | min),
      a_reps: $a, b_reps: $b}' | tee "$OUT/compare.jsonl"
 
 # issue 10: submit through the SECURITY DEFINER path >= 0.5 x INSERT (B, as a
@@ -238,6 +241,10 @@ jq -sc '
      cold_round_ms: ($all | pick("cold"; "round_ms") | {a, b, ratio_b_a, ratio_b_a_paired}),
      steady_round_ms: ($all | pick("steady"; "round_ms") | {a, b, ratio_b_a, ratio_b_a_paired}),
      copy_floor_ms: ($all | pick("copy_floor"; "copy_ms") | {a, b, ratio_b_a, ratio_b_a_paired}),
+     best_of_all: {cold_round_ms: ($all | pick("cold"; "round_ms_min") | {a: .a_best, b: .b_best}),
+                   steady_round_ms: ($all | pick("steady"; "round_ms_min") | {a: .a_best, b: .b_best}),
+                   copy_floor_ms: ($all | pick("copy_floor"; "copy_ms_min") | {a: .a_best, b: .b_best})}
+                  | map_values(. + {ratio_b_a: (if .a == null or .b == null or .a == 0 then null else (.b / .a * 1000 | round) / 1000 end)}),
      round_within_5pct: ([($all | pick("cold"; "round_ms").ratio_b_a), ($all | pick("steady"; "round_ms").ratio_b_a)]
                          | map(select(. != null)) | if length == 0 then null else all(. >= 0.95 and . <= 1.05) end),
      submit_stmt: [ $all[] | select(.compare | startswith("submit_stmt/")) | select(.metric == "ratio")
