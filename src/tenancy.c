@@ -198,6 +198,17 @@ gs_caller_sql(PG_FUNCTION_ARGS)
 	PG_RETURN_OID(gs_caller());
 }
 
+/* SQL: gangsched._caller_name() — the calling role's name. */
+PG_FUNCTION_INFO_V1(gs_caller_name_sql);
+Datum
+gs_caller_name_sql(PG_FUNCTION_ARGS)
+{
+	Name		result = (Name) palloc0(NAMEDATALEN);
+
+	namestrcpy(result, GetUserNameFromId(gs_caller(), false));
+	PG_RETURN_NAME(result);
+}
+
 /* SQL: gangsched._is_operator() — whether the caller may act as an operator. */
 PG_FUNCTION_INFO_V1(gs_is_operator_sql);
 Datum

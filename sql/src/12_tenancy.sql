@@ -45,8 +45,9 @@ LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'gs_caller_sql';
 CREATE FUNCTION gangsched._is_operator() RETURNS bool
 LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'gs_is_operator_sql';
 
+-- Its name: the default of events.actor, evaluated for every event row.
 CREATE FUNCTION gangsched._caller_name() RETURNS name
-LANGUAGE sql VOLATILE AS $$ SELECT pg_catalog.pg_get_userbyid(gangsched._caller()) $$;
+LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'gs_caller_name_sql';
 
 -- Every event records the role that acted (the worker's rounds: its role).
 ALTER TABLE gangsched.events ADD COLUMN actor name NOT NULL DEFAULT gangsched._caller_name();

@@ -2,15 +2,22 @@
 /* Name resolution and the caller's privileges                         */
 /* ------------------------------------------------------------------ */
 
--- Every SQL and PL/pgSQL function runs as the extension's owner (SECURITY
--- DEFINER) with a search_path that holds no schema a tenant can write:
--- pg_catalog first, then gangsched, then pg_temp (searched for tables only,
--- never for functions or operators). ltree's functions are reached through
--- wrappers that name ltree's schema (sql/src/15_ltree.sql), so the schema
--- ltree lives in (often public) is never searched. Exceptions: the small
--- SQL functions the planner inlines (a SET clause would stop that); their
--- bodies are fully qualified. C functions fix the same search_path in C
--- (src/tenancy.c) around their queries.
+-- Every SQL and PL/pgSQL function of the API (and the functions views and
+-- triggers call) runs as the extension's owner (SECURITY DEFINER) with a
+-- search_path that holds no schema a tenant can write: pg_catalog first,
+-- then gangsched, then pg_temp (searched for tables only, never for
+-- functions or operators). ltree's functions are reached through wrappers
+-- that name ltree's schema (sql/src/15_ltree.sql), so the schema ltree
+-- lives in (often public) is never searched. C functions fix the same
+-- search_path in C (src/tenancy.c) around their queries.
+--
+-- The internal functions (names starting with an underscore) are executable
+-- by the owner only (sql/src/98_privileges.sql) and called only from
+-- those, so they already run as the owner under that search_path: they get
+-- neither clause, which keeps them cheap (a SET clause costs a GUC save and
+-- restore per call and stops a SQL function from being inlined; a submit
+-- calls about twenty of them). Their bodies qualify what is not in
+-- pg_catalog or gangsched.
 DO $$
 DECLARE
     f regprocedure;
@@ -19,7 +26,10 @@ BEGIN
         SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
          WHERE p.pronamespace = 'gangsched'::regnamespace
            AND p.prolang IN (SELECT oid FROM pg_catalog.pg_language WHERE lanname IN ('plpgsql', 'sql'))
-           AND p.proname NOT IN ('now', '_fit', '_slices_needed')
+           AND p.proname <> 'now'
+           AND (p.proname !~ '^_'
+                OR p.proname IN ('_visibility', '_level_name', '_queue_visible')   -- called by views, as the reader
+                OR p.prorettype = 'trigger'::regtype)
     LOOP
         EXECUTE pg_catalog.format('ALTER FUNCTION %s SECURITY DEFINER SET search_path = pg_catalog, gangsched, pg_temp', f);
     END LOOP;
