@@ -18,9 +18,10 @@ BEGIN
 END $$;
 
 -- Which roles may act as the portal of which team. A role that is a member
--- of a bound role (a login role in a bound group) is bound too.
+-- of a bound role (a login role in a bound group) is bound too. regrole:
+-- stored as the role's oid, dumped and restored by its name.
 CREATE TABLE gangsched.members (
-    role     oid NOT NULL,
+    role     regrole NOT NULL,
     team_id  int NOT NULL REFERENCES gangsched.teams ON DELETE CASCADE,
     added_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
     PRIMARY KEY (role, team_id)
@@ -29,7 +30,7 @@ CREATE INDEX members_team_idx ON gangsched.members (team_id);
 
 -- Which roles may act as the agent of which node.
 CREATE TABLE gangsched.agents (
-    role     oid NOT NULL,
+    role     regrole NOT NULL,
     node_id  int NOT NULL REFERENCES gangsched.nodes ON DELETE CASCADE,
     added_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
     PRIMARY KEY (role, node_id)
