@@ -90,7 +90,8 @@ gs_now(void)
 	if (gs_clock_override != NULL && gs_clock_override[0] != '\0' &&
 		parse_timestamptz(gs_clock_override, &ts))
 		return ts;
-	return GetCurrentTransactionStartTimestamp();
+	/* the clock rule (docs/concepts.md): the time of reading, not of BEGIN */
+	return GetCurrentTimestamp();
 }
 
 static bool

@@ -863,10 +863,18 @@ gs_run_round(PG_FUNCTION_ARGS)
 
 		INSTR_TIME_SET_CURRENT(t0);
 		exec_args("SELECT gangsched._mark_silent_nodes()", 0, NULL, NULL, SPI_OK_SELECT);
-		requeued = requeue_unstarted(now);
+		requeued = requeue_unstarted(gs_now());
 		killed = kill_overdue();
 		INSTR_TIME_SET_CURRENT(t1);
 		st = gs_load_state();
+
+		/*
+		 * The clock rule: the round's decisions are stamped after every
+		 * snapshot they were read from, so never earlier than a submission,
+		 * a release or a finish they saw (gs_now() is the clock, not the
+		 * transaction's start).
+		 */
+		now = gs_now();
 		st->now = now;
 		st->load_running = gs_load_running;
 		INSTR_TIME_SET_CURRENT(t2);

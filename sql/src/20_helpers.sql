@@ -2,12 +2,19 @@
 /* Clock and small helpers                                             */
 /* ------------------------------------------------------------------ */
 
--- The scheduler's clock: pg_catalog.now() unless gangsched.clock_override
--- is set (tests and trace replays run in virtual time).
+-- The scheduler's clock: the time of the call, pg_catalog.clock_timestamp(),
+-- unless gangsched.clock_override is set (tests and trace replays run in
+-- virtual time). Not the transaction's start (pg_catalog.now()): under READ
+-- COMMITTED each statement reads rows committed after BEGIN, and a decision
+-- stamped with BEGIN's time would be recorded before the submission, the
+-- release or the placement it acted on (the clock rule, docs/concepts.md).
+-- Callers take it once per decision, after the statement that read what
+-- the decision acts on. STABLE, so that a statement may use it in index
+-- conditions; successive calls may return later times.
 CREATE FUNCTION gangsched.now() RETURNS timestamptz
 LANGUAGE sql STABLE PARALLEL SAFE AS $$
-    SELECT COALESCE(NULLIF(pg_catalog.current_setting('gangsched.clock_override', true), '')::timestamptz,
-                    pg_catalog.now())
+    SELECT COALESCE(NULLIF(pg_catalog.current_setting('gangsched.clock_override', true), '')::pg_catalog.timestamptz,
+                    pg_catalog.clock_timestamp())
 $$;
 
 -- Number of named topology levels (the node is one deeper).

@@ -17,7 +17,7 @@ LANGUAGE plpgsql AS $$
 DECLARE
     ready bigint[];
     jid   bigint;
-    t     timestamptz := gangsched.now();
+    t     timestamptz;
 BEGIN
     SELECT array_agg(g.id ORDER BY g.id) INTO ready
       FROM gangsched.gangs g
@@ -38,6 +38,8 @@ BEGIN
     IF ready IS NULL THEN
         RETURN 0;
     END IF;
+    -- the clock rule: stamped after the locking read saw the victims' releases
+    t := gangsched.now();
     -- one job at a time, so that a team's second preemptor counts the first
     FOREACH jid IN ARRAY ready LOOP
         UPDATE gangsched.gangs g

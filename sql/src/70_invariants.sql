@@ -31,7 +31,8 @@ SELECT 1, h.job, COALESCE(n.name, '#' || h.node_id), format('held slot %s belong
   FROM gangsched.held_slots h LEFT JOIN gangsched.nodes n ON n.id = h.node_id
  WHERE NOT EXISTS (SELECT FROM cur_slots cs WHERE cs.node_id = h.node_id AND cs.slot = h.slot AND cs.job = h.job AND cs.worker = h.worker)
 UNION ALL
-SELECT 1, o.job, n.name, format('device slot %s held by jobs %s and %s at overlapping times', o.slot, o.prev_job, o.job)
+SELECT 1, o.job, n.name, format('device slot %s held by jobs %s and %s at overlapping times: job %s until %s, job %s from %s',
+                                o.slot, o.prev_job, o.job, o.prev_job, o.prev_upper, o.job, lower(o.during))
   FROM hist_ordered o JOIN gangsched.nodes n ON n.id = o.node_id
  WHERE o.prev_upper > lower(o.during)
 UNION ALL
@@ -110,6 +111,17 @@ SELECT 4, a.job, NULL, format('allocation %s (%s) lies outside job''s placed int
  WHERE lower(a.during) < j.submitted_at
     OR (upper_inf(a.during) AND lower(a.during) IS DISTINCT FROM j.placed_at)
     OR (j.finished_at IS NOT NULL AND upper(a.during) > j.finished_at)
+UNION ALL
+SELECT 4, j.id, NULL, 'job''s times are out of order: ' || concat_ws('; ',
+           CASE WHEN j.queued_at < j.submitted_at THEN format('queued at %s, before it was submitted at %s', j.queued_at, j.submitted_at) END,
+           CASE WHEN j.placed_at < j.queued_at THEN format('placed at %s, before it was queued at %s', j.placed_at, j.queued_at) END,
+           CASE WHEN j.started_at < j.placed_at THEN format('started at %s, before it was placed at %s', j.started_at, j.placed_at) END,
+           CASE WHEN j.finished_at < COALESCE(j.placed_at, j.queued_at)
+                THEN format('finished at %s, before it was %s at %s', j.finished_at,
+                            CASE WHEN j.placed_at IS NOT NULL THEN 'placed' ELSE 'queued' END, COALESCE(j.placed_at, j.queued_at)) END)
+  FROM gangsched.gangs j
+ WHERE j.queued_at < j.submitted_at OR j.placed_at < j.queued_at OR j.started_at < j.placed_at
+    OR j.finished_at < COALESCE(j.placed_at, j.queued_at)
 UNION ALL
 SELECT 4, a.job, NULL, format('allocation %s (%s) belongs to a job that does not exist', a.id, a.during)
   FROM gangsched.allocations a
