@@ -124,22 +124,23 @@ BEGIN
     RETURN j.id;
 END $$;
 
--- Lost work of a job whose allocations end now: GPU-seconds since it
--- started or last checkpointed (0 if it never started).
-CREATE FUNCTION gangsched._lost_gpu_seconds(j gangsched.gangs) RETURNS numeric
+-- Lost work of a job whose allocations end at `at` (default: now):
+-- GPU-seconds since it started or last checkpointed (0 if it never started).
+CREATE FUNCTION gangsched._lost_gpu_seconds(j gangsched.gangs, at timestamptz DEFAULT NULL) RETURNS numeric
 LANGUAGE sql STABLE AS $$
     SELECT CASE WHEN j.started_at IS NULL THEN 0
-                ELSE j.workers * j.gpus * GREATEST(0, extract(epoch FROM gangsched.now()
+                ELSE j.workers * j.gpus * GREATEST(0, extract(epoch FROM COALESCE(at, gangsched.now())
                          - GREATEST(j.started_at, COALESCE(j.last_checkpoint_at, j.started_at)))) END
 $$;
 
 -- End the current allocations of the given jobs (history kept), free their
 -- slots and tell each node's agent. Returns the allocations ended. An
 -- allocation ended in the instant it began becomes [t, t], never empty.
-CREATE FUNCTION gangsched._end_allocations(jobs bigint[], why text, agent_event text) RETURNS int
-LANGUAGE plpgsql AS $$
+-- `at`: the decision's time when the caller took it already (default: now).
+CREATE FUNCTION gangsched._end_allocations(jobs bigint[], why text, agent_event text, at timestamptz DEFAULT NULL)
+RETURNS int LANGUAGE plpgsql AS $$
 DECLARE
-    t   timestamptz := gangsched.now();
+    t   timestamptz := COALESCE(at, gangsched.now());
     n   int;
 BEGIN
     WITH ended AS (

@@ -5,33 +5,35 @@
 -- Put live jobs back in the queue at their old positions, set-based: end
 -- their allocations (history kept), drop capacity held for them, count the
 -- work lost since their last checkpoint. Returns how many were requeued.
-CREATE FUNCTION gangsched._requeue_many(jobs bigint[], why text, agent_event text DEFAULT 'kill') RETURNS int
+CREATE FUNCTION gangsched._requeue_many(jobs bigint[], why text, agent_event text DEFAULT 'kill',
+                                        at timestamptz DEFAULT NULL) RETURNS int
 LANGUAGE plpgsql AS $$
 DECLARE
     n int;
+    t timestamptz := COALESCE(at, gangsched.now());   -- one time for the whole requeue
 BEGIN
     IF jobs IS NULL OR cardinality(jobs) = 0 THEN
         RETURN 0;
     END IF;
-    PERFORM gangsched._end_allocations(jobs, why, agent_event);
+    PERFORM gangsched._end_allocations(jobs, why, agent_event, t);
     DELETE FROM gangsched.holds WHERE job = ANY (jobs);
     -- the work lost is computed from the rows as they were: RETURNING sees
     -- the updated row, whose started_at is already cleared
     WITH o AS (
-        SELECT g.id, gangsched._lost_gpu_seconds(g) AS lost FROM gangsched.gangs g
+        SELECT g.id, gangsched._lost_gpu_seconds(g, t) AS lost FROM gangsched.gangs g
          WHERE g.id = ANY (jobs) AND g.state IN ('nominated', 'placed', 'running', 'preempting')),
     r AS (
         UPDATE gangsched.gangs g
            SET state = 'pending', placed_at = NULL, started_at = NULL, started_nodes = '{}', borrowed = false,
                preempt_deadline = NULL, preempted_for = NULL, requeues = g.requeues + 1,
                preemptions = g.preemptions + (g.state = 'preempting')::int,
-               queued_at = gangsched.now(),
+               queued_at = t,
                lost_gpu_seconds = g.lost_gpu_seconds + o.lost, reason = why
           FROM o
          WHERE g.id = o.id
         RETURNING g.id, g.team_id, o.lost)
     INSERT INTO gangsched.events (at, kind, job, team_id, reason, detail)
-    SELECT gangsched.now(), 'requeued', r.id, r.team_id, why, jsonb_build_object('lost_gpu_seconds', round(r.lost, 3))
+    SELECT t, 'requeued', r.id, r.team_id, why, jsonb_build_object('lost_gpu_seconds', round(r.lost, 3))
       FROM r;
     GET DIAGNOSTICS n = ROW_COUNT;
     RETURN n;

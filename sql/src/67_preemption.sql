@@ -118,6 +118,7 @@ CREATE FUNCTION gangsched.job_released(job bigint, checkpointed bool DEFAULT tru
 LANGUAGE plpgsql AS $$
 DECLARE
     j gangsched.gangs;
+    t timestamptz;
 BEGIN
     PERFORM gangsched._require_job_agent(job, 'release');
     j := gangsched._live_job(job, ARRAY['preempting'], 'release');
@@ -132,13 +133,14 @@ BEGIN
     -- concurrent releases would otherwise each see the other victim still
     -- preempting, and leave it to the next round).
     PERFORM FROM gangsched.gangs g WHERE g.id = j.preempted_for FOR UPDATE;
+    t := gangsched.now();   -- the release's one time: its checkpoint, its requeue
     IF checkpointed THEN
-        UPDATE gangsched.gangs SET last_checkpoint_at = gangsched.now() WHERE id = j.id;
+        UPDATE gangsched.gangs SET last_checkpoint_at = t WHERE id = j.id;
     END IF;
     PERFORM gangsched._requeue_many(ARRAY[j.id],
                                     format('preempted for job %s; released%s', j.preempted_for,
                                            CASE WHEN checkpointed THEN ' after a checkpoint' ELSE ' without a checkpoint' END),
-                                    'kill');
+                                    'kill', t);
     IF j.preempted_for IS NOT NULL THEN
         PERFORM gangsched._place_ready_nominated(j.preempted_for);
     END IF;

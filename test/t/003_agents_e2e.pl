@@ -246,8 +246,8 @@ my $gap = sql(
 	                         - (SELECT at FROM gangsched.events WHERE job = $b AND kind = 'requeued'))");
 cmp_ok($gap, '<', 1.0, "A was running ${\ sprintf('%.3f', $gap)} s after B's release");
 is( sql(
-		"SELECT (SELECT at FROM gangsched.events WHERE job = $a AND kind = 'placed')
-		      = (SELECT at FROM gangsched.events WHERE job = $b AND kind = 'requeued')"),
+		"SELECT (SELECT xmin FROM gangsched.events WHERE job = $a AND kind = 'placed')
+		      = (SELECT xmin FROM gangsched.events WHERE job = $b AND kind = 'requeued')"),
 	't', "A was placed in the transaction of B's release");
 is(sql("SELECT preemptions || ' ' || lost_gpu_seconds FROM gangsched.jobs WHERE job = $b"),
 	'1 0', 'B lost no work (it checkpointed)');
