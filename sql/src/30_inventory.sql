@@ -279,8 +279,9 @@ BEGIN
         IF (cpus IS NULL AND lending_limit_cpus > eff.cpus) OR (mem_gb IS NULL AND lending_limit_mem_gb > eff.mem_gb) THEN
             RAISE EXCEPTION 'lending limit exceeds the nominal quota'
                 USING ERRCODE = 'invalid_parameter_value',
-                      DETAIL = format('cpus and mem_gb left NULL are proportional to the team''s GPU share of pool %s: %s CPUs, %s GB of memory.',
-                                      pool, eff.cpus, eff.mem_gb),
+                      DETAIL = CASE WHEN cpus IS NULL AND lending_limit_cpus > eff.cpus
+                                    THEN format('cpus left NULL is proportional to the team''s GPU share of pool %s: %s CPUs.', pool, eff.cpus)
+                                    ELSE format('mem_gb left NULL is proportional to the team''s GPU share of pool %s: %s GB.', pool, eff.mem_gb) END,
                       HINT = 'Give a lending limit no larger than the nominal amount, or NULL to lend all of it.';
         END IF;
     END IF;
