@@ -172,8 +172,19 @@ gs_borrow_pools(const GsCluster *c, const GsJob *j, char **why)
 				appendStringInfo(&s, "team %s has no quota in pool %s and non-preemptible work runs only within nominal quota",
 								 team, c->pools[i].name);
 			else
-				appendStringInfo(&s, "team %s uses %g of its %g GPUs in pool %s; the job needs %g more and, not being preemptible, may not borrow",
-								 team, q->used[GS_GPU], q->nominal[GS_GPU], c->pools[i].name, d[GS_GPU]);
+			{
+				/* the first governed resource the job would overrun, GPUs if none */
+				int			over = GS_GPU;
+
+				for (r = 0; r < GS_NRES; r++)
+					if (q->nominal[r] >= 0 && q->used[r] + d[r] > q->nominal[r] + EPS)
+					{
+						over = r;
+						break;
+					}
+				appendStringInfo(&s, "team %s uses %g of its %g %s in pool %s; the job needs %g more and, not being preemptible, may not borrow",
+								 team, q->used[over], q->nominal[over], res_name[over], c->pools[i].name, d[over]);
+			}
 			break;
 		}
 		*why = s.data;

@@ -414,6 +414,10 @@ gs_load_state_ex(bool queue)
 			c->quotas[i].borrow[k] = -1;
 			c->quotas[i].lend[k] = -1;
 		}
+	/*
+	 * The effective quotas (sql/src/62_quotas.sql): NULL cpus / mem_gb there
+	 * are already proportional amounts; a NULL left is not governed (-1).
+	 */
 	run("SELECT q.team_id, q.pool_id,"
 		"       q.gpus::pg_catalog.float8, q.cpus::pg_catalog.float8,"
 		"       q.mem_gb::pg_catalog.float8, q.net_gbps::pg_catalog.float8,"
@@ -421,7 +425,7 @@ gs_load_state_ex(bool queue)
 		"       q.borrow_mem_gb::pg_catalog.float8, q.borrow_net_gbps::pg_catalog.float8,"
 		"       q.lend_gpus::pg_catalog.float8, q.lend_cpus::pg_catalog.float8,"
 		"       q.lend_mem_gb::pg_catalog.float8, q.lend_net_gbps::pg_catalog.float8"
-		"  FROM gangsched.quotas q", SPI_OK_SELECT);
+		"  FROM gangsched._effective_quotas q", SPI_OK_SELECT);
 	for (i = 0; i < (int) SPI_processed; i++)
 	{
 		int			tid = col_int(i, 1, 0);

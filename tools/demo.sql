@@ -86,7 +86,8 @@ SELECT p.name AS pool, p.kind, n.topology AS rack, count(*) AS nodes,
 \echo 'Quotas are per team and pool. Beyond its nominal quota a team may'
 \echo 'borrow idle capacity up to its borrowing limit (NULL = any), and it'
 \echo 'lends at most its lending limit of idle quota (NULL = all of it).'
-\echo 'cpus, mem_gb and net_gbps left NULL are not governed by quota.'
+\echo 'cpus and mem_gb left NULL are in proportion to the team''s GPU share'
+\echo 'of the pool (''Infinity'' = not governed); net_gbps NULL is not governed.'
 \echo
 
 \o /dev/null
@@ -100,12 +101,10 @@ SELECT gangsched.set_quota('research', 'main', gpus => 8, borrowing_limit_gpus =
 SELECT gangsched.set_quota('research', 'spot', gpus => 8, cpus => 128, mem_gb => 512);
 \o
 
-SELECT t.name AS team, t.weight, p.name AS pool, q.gpus, q.cpus, q.mem_gb,
-       q.borrow_gpus AS borrowing_limit_gpus, q.lend_gpus AS lending_limit_gpus
-  FROM gangsched.quotas q
-  JOIN gangsched.teams t ON t.id = q.team_id
-  JOIN gangsched.pools p ON p.id = q.pool_id
- ORDER BY t.id, p.id;
+SELECT team, weight, pool, nominal_gpus AS gpus, nominal_cpus AS cpus, nominal_mem_gb AS mem_gb,
+       borrowing_limit_gpus, lending_limit_gpus
+  FROM gangsched.team_shares
+ ORDER BY team, pool;
 
 -- ---------------------------------------------------------------------
 \echo

@@ -101,7 +101,9 @@ CREATE TABLE gangsched.teams (
 CREATE TABLE gangsched.quotas (
     team_id          int NOT NULL REFERENCES gangsched.teams,
     pool_id          int NOT NULL REFERENCES gangsched.pools,
-    -- NULL in cpus/mem_gb/net_gbps: that resource is not governed by quota
+    -- cpus/mem_gb: NULL is proportional to the team's GPU share of the pool,
+    -- 'Infinity' not governed; net_gbps NULL: not governed. Read them
+    -- through gangsched._effective_quotas (sql/src/62_quotas.sql).
     gpus             numeric NOT NULL DEFAULT 0 CHECK (gpus >= 0),
     cpus             numeric CHECK (cpus >= 0),
     mem_gb           numeric CHECK (mem_gb >= 0),

@@ -237,10 +237,13 @@ RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     tid int := gangsched._team_id(team);
     pid int := gangsched._pool_id(pool);
+    eff record;
 BEGIN
     PERFORM gangsched._check_amount(gpus, 'gpus');
-    PERFORM gangsched._check_amount(cpus, 'cpus', true);
-    PERFORM gangsched._check_amount(mem_gb, 'mem_gb', true);
+    -- cpus and mem_gb: NULL is proportional to the team's GPU share of the
+    -- pool, 'Infinity' not governed (sql/src/62_quotas.sql)
+    PERFORM gangsched._check_amount(NULLIF(cpus, 'Infinity'::numeric), 'cpus', true);
+    PERFORM gangsched._check_amount(NULLIF(mem_gb, 'Infinity'::numeric), 'mem_gb', true);
     PERFORM gangsched._check_amount(net_gbps, 'net_gbps', true);
     PERFORM gangsched._check_amount(borrowing_limit_gpus, 'borrowing_limit_gpus', true);
     PERFORM gangsched._check_amount(borrowing_limit_cpus, 'borrowing_limit_cpus', true);
@@ -269,6 +272,19 @@ BEGIN
            borrow_mem_gb = EXCLUDED.borrow_mem_gb, borrow_net_gbps = EXCLUDED.borrow_net_gbps,
            lend_gpus = EXCLUDED.lend_gpus, lend_cpus = EXCLUDED.lend_cpus,
            lend_mem_gb = EXCLUDED.lend_mem_gb, lend_net_gbps = EXCLUDED.lend_net_gbps;
+    -- a lending limit above the proportional amount of a NULL cpus / mem_gb,
+    -- against the pool's nodes as they are now (later the view caps it)
+    IF (cpus IS NULL AND lending_limit_cpus IS NOT NULL) OR (mem_gb IS NULL AND lending_limit_mem_gb IS NOT NULL) THEN
+        SELECT e.cpus, e.mem_gb INTO eff FROM gangsched._effective_quotas e WHERE e.team_id = tid AND e.pool_id = pid;
+        IF (cpus IS NULL AND lending_limit_cpus > eff.cpus) OR (mem_gb IS NULL AND lending_limit_mem_gb > eff.mem_gb) THEN
+            RAISE EXCEPTION 'lending limit exceeds the nominal quota'
+                USING ERRCODE = 'invalid_parameter_value',
+                      DETAIL = CASE WHEN cpus IS NULL AND lending_limit_cpus > eff.cpus
+                                    THEN format('cpus left NULL is proportional to the team''s GPU share of pool %s: %s CPUs.', pool, eff.cpus)
+                                    ELSE format('mem_gb left NULL is proportional to the team''s GPU share of pool %s: %s GB.', pool, eff.mem_gb) END,
+                      HINT = 'Give a lending limit no larger than the nominal amount, or NULL to lend all of it.';
+        END IF;
+    END IF;
     PERFORM gangsched._event('quota', NULL, NULL, tid, 'quota set',
                              jsonb_build_object('team', team, 'pool', pool, 'gpus', gpus, 'cpus', cpus,
                                                 'mem_gb', mem_gb, 'net_gbps', net_gbps,

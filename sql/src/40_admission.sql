@@ -271,10 +271,10 @@ BEGIN
                ARRAY[q.borrow_gpus, q.borrow_cpus, q.borrow_mem_gb, q.borrow_net_gbps] AS borrow,
                (SELECT ARRAY[COALESCE(sum(o.gpus - o.lend_gpus), 0), COALESCE(sum(o.cpus - o.lend_cpus), 0),
                              COALESCE(sum(o.mem_gb - o.lend_mem_gb), 0), COALESCE(sum(o.net_gbps - o.lend_net_gbps), 0)]
-                  FROM gangsched.quotas o WHERE o.pool_id = p.id AND o.team_id <> j.team_id) AS locked
+                  FROM gangsched._effective_quotas o WHERE o.pool_id = p.id AND o.team_id <> j.team_id) AS locked
           FROM gangsched.pools p
           JOIN gangsched.node_classes c ON c.pool_id = p.id
-          LEFT JOIN gangsched.quotas q ON q.pool_id = p.id AND q.team_id = j.team_id
+          LEFT JOIN gangsched._effective_quotas q ON q.pool_id = p.id AND q.team_id = j.team_id
          WHERE p.id = ANY (pools)
          GROUP BY p.id, p.name, q.team_id, q.gpus, q.cpus, q.mem_gb, q.net_gbps,
                   q.borrow_gpus, q.borrow_cpus, q.borrow_mem_gb, q.borrow_net_gbps

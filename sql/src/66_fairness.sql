@@ -67,7 +67,7 @@ rows AS (
            LEAST(GREATEST(COALESCE(q.gpus, 0) - COALESCE(h.gpus, 0), 0),
                  COALESCE(q.lend_gpus, 'Infinity'::numeric)) AS lendable_gpus
       FROM gangsched.teams t CROSS JOIN gangsched.pools p
-      LEFT JOIN gangsched.quotas q ON q.team_id = t.id AND q.pool_id = p.id
+      LEFT JOIN gangsched._effective_quotas q ON q.team_id = t.id AND q.pool_id = p.id
       LEFT JOIN held h ON h.team_id = t.id AND h.pool_id = p.id
      WHERE q.team_id IS NOT NULL OR h.team_id IS NOT NULL),
 pool_lent AS (

@@ -48,7 +48,7 @@ BEGIN
                           AND (q.cpus IS NULL OR q.cpus >= u.cpus + g.workers * g.cpus)
                           AND (q.mem_gb IS NULL OR q.mem_gb >= u.mem_gb + g.workers * g.mem_gb)
                           AND (q.net_gbps IS NULL OR q.net_gbps >= u.net_gbps + g.workers * g.net_gbps)
-                     FROM gangsched.quotas q
+                     FROM gangsched._effective_quotas q
                      CROSS JOIN LATERAL (
                           SELECT COALESCE(sum(a.gpus), 0) AS gpus, COALESCE(sum(a.cpus), 0) AS cpus,
                                  COALESCE(sum(a.mem_gb), 0) AS mem_gb, COALESCE(sum(a.net_gbps), 0) AS net_gbps

@@ -28,3 +28,8 @@ CREATE TRIGGER teams_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON gan
     FOR EACH STATEMENT EXECUTE FUNCTION gangsched._inventory_changed();
 CREATE TRIGGER quotas_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON gangsched.quotas
     FOR EACH STATEMENT EXECUTE FUNCTION gangsched._inventory_changed();
+-- the pools' registered totals, which NULL cpus / mem_gb quotas are
+-- proportional to (gangsched._effective_quotas); add_node changes nodes in
+-- the same statement, but nothing should depend on that
+CREATE TRIGGER node_classes_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON gangsched.node_classes
+    FOR EACH STATEMENT EXECUTE FUNCTION gangsched._inventory_changed();

@@ -248,7 +248,9 @@ CALL pg_temp.refused($$SELECT gangsched.set_quota('vision', 'gpu', -8)$$);
 CALL pg_temp.refused($$SELECT gangsched.set_quota('vision', 'gpu', NULL)$$);
 CALL pg_temp.refused($$SELECT gangsched.set_quota('vision', 'gpu', 'NaN')$$);
 CALL pg_temp.refused($$SELECT gangsched.set_quota('vision', 'gpu', 8, cpus => -1)$$);
-CALL pg_temp.refused($$SELECT gangsched.set_quota('vision', 'gpu', 8, mem_gb => 'Infinity')$$);
+-- 'Infinity' is accepted for cpus and mem_gb only (not governed: 36_default_quotas)
+CALL pg_temp.refused($$SELECT gangsched.set_quota('vision', 'gpu', 8, mem_gb => '-Infinity')$$);
+CALL pg_temp.refused($$SELECT gangsched.set_quota('vision', 'gpu', 8, net_gbps => 'Infinity')$$);
 CALL pg_temp.refused($$SELECT gangsched.set_quota('vision', 'gpu', 8, net_gbps => 'NaN')$$);
 CALL pg_temp.refused($$SELECT gangsched.set_quota('vision', 'gpu', 8, borrowing_limit_gpus => -1)$$);
 CALL pg_temp.refused($$SELECT gangsched.set_quota('vision', 'gpu', 8, lending_limit_gpus => -1)$$);
@@ -260,6 +262,8 @@ CALL pg_temp.refused($$SELECT gangsched.set_quota('vision', 'gpu', 8, lending_li
 CALL pg_temp.refused($$SELECT gangsched.set_quota('vision', 'gpu', 8, cpus => 64, lending_limit_cpus => 65)$$);
 CALL pg_temp.refused($$SELECT gangsched.set_quota('vision', 'gpu', 8, mem_gb => 100, lending_limit_mem_gb => 100.5)$$);
 CALL pg_temp.refused($$SELECT gangsched.set_quota('vision', 'gpu', 8, net_gbps => 10, lending_limit_net_gbps => 11)$$);
+-- cpus left NULL: above the amount proportional to the team's GPU share of the pool
+CALL pg_temp.refused($$SELECT gangsched.set_quota('vision', 'gpu', 8, lending_limit_cpus => 1000)$$);
 SELECT count(*) AS quotas FROM gangsched.quotas;
 
 SELECT gangsched.set_quota('vision', 'gpu', 8, cpus => 64, borrowing_limit_gpus => 4, lending_limit_gpus => 8);

@@ -36,6 +36,10 @@ SELECT gangsched.set_quota('vision', 'p', 4, lending_limit_gpus => 1);
 SELECT gangsched.set_quota('nlp', 'p', 2, cpus => 16, borrowing_limit_gpus => 1);
 
 -- Before anything runs: quota rows only, nothing held, nothing lent.
+-- cpus / mem_gb left NULL are proportional to the GPU share of pool p's
+-- registered nodes (p3 counts though down: 12 GPUs, 96 CPUs, 384 GB):
+-- vision 4 x 96 / 12 = 32 CPUs and 4 x 384 / 12 = 128 GB; nlp its 16
+-- CPUs as given and 2 x 384 / 12 = 64 GB.
 SELECT * FROM gangsched.team_shares;
 
 -- Round 1: v1 (vision, 2 workers x <1 GPU, 4 CPUs, 16 GB>): guaranteed.
