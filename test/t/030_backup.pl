@@ -11,6 +11,7 @@
 # - each restore: no error, check_invariants() returns nothing, every table's
 #   rows equal the source's (counts and contents), the sequences too, every
 #   job's state and queue position, the bindings name the same roles;
+# - pg_restore -j (parallel) is not usable: noted, not asserted;
 # - the restored scheduler carries on: a pending job that fits once a
 #   running job finishes is placed (run_round() on A's copy, B's own worker
 #   on B), submit() hands out ids and queue positions after the restored
@@ -303,21 +304,13 @@ is(job_state($pend), 'pending', 'the source is untouched by the copy');
 
 # A parallel restore (pg_restore -j) loads the tables' rows concurrently and
 # does not wait for the rows their foreign keys reference (an extension's
-# tables have their foreign keys before the data): it fails. With
-# --disable-triggers (superuser) the foreign keys are not checked during the
-# load, and it succeeds with the same rows.
+# tables have their foreign keys before the data; --disable-triggers applies
+# to data-only restores only): it fails (docs/operations.md), and is only
+# noted here.
 sql('CREATE DATABASE copy_j');
 ($rc, $out, $err) = run_cmd('pg_restore', '-j', '4', '-d', $node->connstr('copy_j'), $dump);
-note "pg_restore -j 4 without --disable-triggers: exit $rc";
+note "pg_restore -j 4: exit $rc" . ($rc ? ", $err" : '');
 sql('DROP DATABASE copy_j');
-sql('CREATE DATABASE copy_j');
-$t0 = time;
-($rc, $out, $err) = run_cmd('pg_restore', '--exit-on-error', '-j', '4', '--disable-triggers', '-d', $node->connstr('copy_j'), $dump);
-my $restore_j_s = time - $t0;
-is($rc, 0, 'pg_restore -j 4 --disable-triggers succeeds') or diag $err;
-is(q_on($node, 'copy_j', $fingerprint), $before, 'pg_restore -j 4 --disable-triggers: the same rows');
-is(q_on($node, 'copy_j', 'SELECT count(*) FROM gangsched.check_invariants()'), '0',
-	'pg_restore -j 4 --disable-triggers: invariants hold (the guard triggers are enabled again)');
 
 # -------------------------------------------------------------------------
 # Restore into a second cluster, its worker on
@@ -373,9 +366,8 @@ check_carries_on($node_b, 'sched', 'second cluster');
 is(allowed($node_b, 'sched', 'analyst', 'SELECT count(*) > 0 FROM gangsched.event_log', 'second cluster: the analyst reads the history'),
 	't', 'and finds it');
 
-note sprintf('pg_restore: %.2f s into a new database, %.2f s with -j 4 --disable-triggers, '
-	  . '%.2f s (--single-transaction) into a second cluster',
-	$restore_s, $restore_j_s, $restore_b_s);
+note sprintf('pg_restore: %.2f s into a new database, %.2f s (--single-transaction) into a second cluster',
+	$restore_s, $restore_b_s);
 
 $node_b->stop;
 $node->stop;
