@@ -122,6 +122,7 @@ sub tracked_process_groups
 
 END
 {
+	local $?;    # waitpid must not become the test's exit status
 	kill 'KILL', $_ foreach values %agent_pid;
 	waitpid($_, 0) foreach values %agent_pid;
 	kill 'KILL', -$_ foreach tracked_process_groups();
