@@ -12,6 +12,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/async.h"
@@ -828,6 +829,20 @@ gs_run_round(PG_FUNCTION_ARGS)
 		elog(ERROR, "return type must be a row type");
 	tupdesc = BlessTupleDesc(tupdesc);
 	INSTR_TIME_SET_CURRENT(start);
+
+	/*
+	 * A standby cannot write (nor take the round's lock): say so instead of
+	 * failing; the primary's worker runs the rounds.
+	 */
+	if (RecoveryInProgress())
+	{
+		values[0] = BoolGetDatum(false);
+		for (int i = 1; i < 7; i++)
+			values[i] = Int32GetDatum(0);
+		values[7] = Float8GetDatum(0);
+		values[8] = CStringGetTextDatum("the server is a standby (in recovery): rounds run on the primary");
+		PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+	}
 
 	if (!gs_try_round_lock())
 	{

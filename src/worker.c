@@ -15,6 +15,7 @@
 
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "commands/dbcommands.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
@@ -46,9 +47,20 @@ typedef struct GsWorkerShared
 	pg_atomic_uint32 dboid;		/* the worker's database */
 	pg_atomic_uint64 wakeups;	/* commits that asked for a round */
 	pg_atomic_uint64 rounds;	/* rounds the worker ran */
+	pg_atomic_uint64 heard_since;	/* TimestampTz + 1: when this server began
+									 * to accept writes (heartbeats), 0 not yet */
+	pg_atomic_uint32 db_missing;	/* the last connection attempt found no
+									 * gangsched.database */
 } GsWorkerShared;
 
+/* heard_since in this session only, for tests in virtual time */
+static TimestampTz gs_heard_since_test = 0;
+static bool gs_heard_since_test_set = false;
+
 static GsWorkerShared *gs_shared = NULL;
+
+/* how often a worker whose database does not exist looks for it */
+#define GS_DATABASE_POLL_MS 500
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
@@ -75,6 +87,8 @@ gs_shmem_startup(void)
 		pg_atomic_init_u32(&gs_shared->dboid, InvalidOid);
 		pg_atomic_init_u64(&gs_shared->wakeups, 0);
 		pg_atomic_init_u64(&gs_shared->rounds, 0);
+		pg_atomic_init_u64(&gs_shared->heard_since, 0);
+		pg_atomic_init_u32(&gs_shared->db_missing, 0);
 	}
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -113,12 +127,31 @@ gs_worker_init(void)
 	memset(&worker, 0, sizeof(worker));
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
 	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = 10;
+	/* 1 s: the worker exits to connect once a missing database appears */
+	worker.bgw_restart_time = 1;
 	snprintf(worker.bgw_library_name, BGW_MAXLEN, "gangsched");
 	snprintf(worker.bgw_function_name, BGW_MAXLEN, "gs_worker_main");
 	snprintf(worker.bgw_name, BGW_MAXLEN, "gangsched scheduler");
 	snprintf(worker.bgw_type, BGW_MAXLEN, "gangsched scheduler");
 	RegisterBackgroundWorker(&worker);
+}
+
+/*
+ * Record, once per start of the server (shared memory is made anew at every
+ * start and crash restart), the moment it began to accept writes: the
+ * worker starts right after start-up or promotion ends
+ * (BgWorkerStart_RecoveryFinished). Agents' heartbeats could not land
+ * before; node liveness counts silence from here at the earliest.
+ */
+static void
+gs_note_heard_since(void)
+{
+	uint64		expected = 0;
+
+	if (gs_shared == NULL || RecoveryInProgress())
+		return;
+	(void) pg_atomic_compare_exchange_u64(&gs_shared->heard_since, &expected,
+										  (uint64) GetCurrentTimestamp() + 1);
 }
 
 static void
@@ -184,6 +217,52 @@ end_blocking_tenants(void)
 	PG_END_TRY();
 }
 
+/*
+ * Wait, connected to no database, until gangsched.database exists; then
+ * exit (code 1) to be restarted after bgw_restart_time and connect to it.
+ * A process cannot connect to a database after start-up.
+ */
+static void
+gs_wait_for_database(void)
+{
+	bool		logged = false;
+
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+	for (;;)
+	{
+		Oid			dboid;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		StartTransactionCommand();
+		dboid = get_database_oid(gs_database, true);
+		CommitTransactionCommand();
+		if (OidIsValid(dboid))
+		{
+			pg_atomic_write_u32(&gs_shared->db_missing, 0);
+			ereport(LOG, (errmsg("gangsched scheduler worker restarts to connect: database \"%s\" exists now",
+								 gs_database)));
+			proc_exit(1);		/* restarted after bgw_restart_time */
+		}
+		if (!logged)
+		{
+			ereport(LOG,
+					(errmsg("gangsched scheduler worker waits: database \"%s\" does not exist", gs_database),
+					 errdetail("It checks every %d ms and connects once the database is created.",
+							   GS_DATABASE_POLL_MS),
+					 errhint("Create the database, or set gangsched.database to the database where gangsched is installed and restart the server.")));
+			logged = true;
+		}
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 GS_DATABASE_POLL_MS, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}
+
 void
 gs_worker_main(Datum arg)
 {
@@ -195,6 +274,7 @@ gs_worker_main(Datum arg)
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 
+	gs_note_heard_since();
 	if (gs_database == NULL || gs_database[0] == '\0')
 	{
 		ereport(LOG,
@@ -202,7 +282,22 @@ gs_worker_main(Datum arg)
 				 errhint("Set gangsched.database to the database where gangsched is installed, or drive rounds with pg_cron.")));
 		proc_exit(0);			/* exit code 0: not restarted */
 	}
+
+	/*
+	 * The last attempt found no such database: wait for it connected to no
+	 * database (shared catalogs only, nothing a DROP DATABASE would wait
+	 * for), then exit to be restarted 1 s later and connect.
+	 */
+	if (pg_atomic_read_u32(&gs_shared->db_missing) != 0)
+		gs_wait_for_database();
+
+	/*
+	 * If the connection fails (FATAL: no such database), the flag stays set
+	 * and the restarted worker waits as above.
+	 */
+	pg_atomic_write_u32(&gs_shared->db_missing, 1);
 	BackgroundWorkerInitializeConnection(gs_database, NULL, 0);
+	pg_atomic_write_u32(&gs_shared->db_missing, 0);
 
 	pg_atomic_write_u32(&gs_shared->dboid, MyDatabaseId);
 	pg_atomic_write_u32(&gs_shared->procno, MyProc->pgprocno + 1);
@@ -274,8 +369,10 @@ gs_worker_main(Datum arg)
 			MemoryContextReset(loopcxt);
 		}
 
+		/* while the extension is missing, look for it at least every second */
 		rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-					   gs_round_interval_ms, PG_WAIT_EXTENSION);
+					   warned_missing ? Min(gs_round_interval_ms, 1000) : gs_round_interval_ms,
+					   PG_WAIT_EXTENSION);
 		if (rc & WL_LATCH_SET)
 			ResetLatch(MyLatch);
 	}
@@ -306,4 +403,55 @@ gs_worker_stats(PG_FUNCTION_ARGS)
 	values[1] = Int64GetDatum((int64) pg_atomic_read_u64(&gs_shared->wakeups));
 	values[2] = Int64GetDatum((int64) pg_atomic_read_u64(&gs_shared->rounds));
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/*
+ * gangsched.heard_since(): the moment this server began to hear agents
+ * (start-up or promotion, see gs_note_heard_since), NULL on a standby.
+ * Node liveness counts silence from greatest(heartbeat_at, this).
+ * Without shared_preload_libraries: the postmaster's start time (a
+ * promotion is not seen). In virtual time (gangsched.clock_override) NULL:
+ * the real server start has no place on the virtual clock; tests set a
+ * virtual one with gangsched._test_heard_since().
+ */
+PG_FUNCTION_INFO_V1(gs_heard_since);
+Datum
+gs_heard_since(PG_FUNCTION_ARGS)
+{
+	uint64		v;
+
+	if (gs_heard_since_test_set)
+		PG_RETURN_TIMESTAMPTZ(gs_heard_since_test);
+	if (gs_clock_override != NULL && gs_clock_override[0] != '\0')
+		PG_RETURN_NULL();
+	if (RecoveryInProgress())
+		PG_RETURN_NULL();
+	if (gs_shared == NULL)
+		PG_RETURN_TIMESTAMPTZ(PgStartTime);
+	/* no worker started since the server started (none configured): now */
+	gs_note_heard_since();
+	v = pg_atomic_read_u64(&gs_shared->heard_since);
+	if (v == 0)
+		PG_RETURN_NULL();
+	PG_RETURN_TIMESTAMPTZ((TimestampTz) (v - 1));
+}
+
+/*
+ * gangsched._test_heard_since(at): what heard_since() returns in this
+ * session (NULL: the real rule again), to test node liveness across a
+ * simulated restart in virtual time. Owner only, like every internal
+ * function; nothing outside this session changes.
+ */
+PG_FUNCTION_INFO_V1(gs_test_heard_since);
+Datum
+gs_test_heard_since(PG_FUNCTION_ARGS)
+{
+	if (PG_ARGISNULL(0))
+		gs_heard_since_test_set = false;
+	else
+	{
+		gs_heard_since_test = PG_GETARG_TIMESTAMPTZ(0);
+		gs_heard_since_test_set = true;
+	}
+	PG_RETURN_VOID();
 }

@@ -34,14 +34,26 @@ BEGIN
      ORDER BY a.job, a.worker;
 END $$;
 
+-- When this server began to hear agents: its start-up or, on a promoted
+-- standby, the promotion (NULL on a standby; see src/worker.c).
+CREATE FUNCTION gangsched.heard_since() RETURNS timestamptz
+LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'gs_heard_since';
+
+-- Tests: what heard_since() returns in this session (NULL: the real rule).
+CREATE FUNCTION gangsched._test_heard_since(at timestamptz) RETURNS void
+LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'gs_test_heard_since';
+
 -- Nodes whose agent sent heartbeats and then fell silent for longer than
 -- gangsched.node_timeout go down (their jobs are requeued, lost work
--- recorded). Nodes that never sent a heartbeat are left alone. Returns how
--- many went down.
+-- recorded). Nodes that never sent a heartbeat are left alone. Silence
+-- counts from the last heartbeat or from when the server began to hear
+-- (start-up, promotion: heard_since()), whichever is later: an outage of
+-- the database is not an agent's silence. Returns how many went down.
 CREATE FUNCTION gangsched._mark_silent_nodes() RETURNS int
 LANGUAGE plpgsql AS $$
 DECLARE
     t   interval := pg_catalog.current_setting('gangsched.node_timeout')::interval;
+    hs  timestamptz := gangsched.heard_since();
     nm  text;
     n   int := 0;
 BEGIN
@@ -50,7 +62,8 @@ BEGIN
     END IF;
     FOR nm IN
         SELECT name FROM gangsched.nodes
-         WHERE state <> 'down' AND heartbeat_at IS NOT NULL AND heartbeat_at < gangsched.now() - t
+         WHERE state <> 'down' AND heartbeat_at IS NOT NULL
+           AND GREATEST(heartbeat_at, hs) < gangsched.now() - t
          ORDER BY id
     LOOP
         PERFORM gangsched.set_node_state(nm, 'down');

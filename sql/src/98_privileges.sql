@@ -32,6 +32,7 @@ BEGIN
             ('_visibility', 'gangsched_operator, gangsched_portal, gangsched_analyst'),
             ('_level_name', 'gangsched_operator, gangsched_portal, gangsched_analyst'),
             ('_queue_visible', 'gangsched_operator, gangsched_portal, gangsched_analyst'),
+            ('_team_shares', 'gangsched_operator, gangsched_portal, gangsched_analyst'),
             -- portals act for their teams
             ('submit', 'gangsched_operator, gangsched_portal'),
             ('cancel', 'gangsched_operator, gangsched_portal'),

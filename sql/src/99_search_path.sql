@@ -28,7 +28,7 @@ BEGIN
            AND p.prolang IN (SELECT oid FROM pg_catalog.pg_language WHERE lanname IN ('plpgsql', 'sql'))
            AND p.proname <> 'now'
            AND (p.proname !~ '^_'
-                OR p.proname IN ('_visibility', '_level_name', '_queue_visible')   -- called by views, as the reader
+                OR p.proname IN ('_visibility', '_level_name', '_queue_visible', '_team_shares')   -- called by views, as the reader
                 OR p.prorettype = 'trigger'::regtype)
     LOOP
         EXECUTE pg_catalog.format('ALTER FUNCTION %s SECURITY DEFINER SET search_path = pg_catalog, gangsched, pg_temp', f);
@@ -40,6 +40,12 @@ ALTER FUNCTION gangsched.run_round() SECURITY DEFINER;
 -- check_invariants() is one large query over small data: its plan's cost
 -- estimate reaches the JIT threshold and compiling it costs seconds. Off.
 ALTER FUNCTION gangsched.check_invariants() SET jit = off;
+-- What portals and analysts call runs without JIT too: short queries whose
+-- estimates on a large cluster can reach jit_above_cost (team_shares took
+-- 0.9-2.6 s with JIT, 2.5 ms without). The analyst functions (69) and
+-- _team_shares (66) carry SET jit = off themselves.
+ALTER FUNCTION gangsched.why_pending(bigint) SET jit = off;
+ALTER FUNCTION gangsched._queue_visible() SET jit = off;
 -- Its hash joins over expanded device slices are estimated low and spill at
 -- the default work_mem (0.5-1.2 s with ~600 running workers, 50 ms with this).
 ALTER FUNCTION gangsched.check_invariants() SET work_mem = '64MB';

@@ -98,7 +98,7 @@ SELECT is((SELECT pronargdefaults FROM pg_proc WHERE oid = 'gangsched.add_node':
 SELECT is_empty(
     $$SELECT p.oid::regprocedure FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
        WHERE p.pronamespace = 'gangsched'::regnamespace AND l.lanname IN ('sql', 'plpgsql')
-         AND (p.proname !~ '^_' OR p.proname IN ('_visibility', '_level_name', '_queue_visible')
+         AND (p.proname !~ '^_' OR p.proname IN ('_visibility', '_level_name', '_queue_visible', '_team_shares')
               OR p.prorettype = 'trigger'::regtype)
          AND p.proname <> 'now'
          AND NOT (p.prosecdef AND EXISTS (SELECT FROM unnest(p.proconfig) c
@@ -107,7 +107,7 @@ SELECT is_empty(
 SELECT is_empty(
     $$SELECT p.oid::regprocedure FROM pg_proc p
        WHERE p.pronamespace = 'gangsched'::regnamespace AND p.proname ~ '^_'
-         AND p.proname NOT IN ('_visibility', '_level_name', '_queue_visible')
+         AND p.proname NOT IN ('_visibility', '_level_name', '_queue_visible', '_team_shares')
          AND p.prorettype <> 'trigger'::regtype
          AND (p.proacl IS NULL OR EXISTS (SELECT FROM aclexplode(p.proacl) a
                                            WHERE a.grantee <> p.proowner AND a.privilege_type = 'EXECUTE'))$$,
