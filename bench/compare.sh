@@ -38,7 +38,7 @@ BASE=3981bc7 NEW=HEAD REPS=6 QUICK=0 BENCH_DIR=""
 ROOT=${GS_CMP_DIR:-/tmp/gs-cmp}
 PORT_A=${GS_CMP_PORT_A:-54391} PORT_B=${GS_CMP_PORT_B:-54392}
 PG_LIB=/usr/lib/postgresql/15 PG_SHARE=/usr/share/postgresql/15 PG_INC=/usr/include/postgresql
-# one repetition = one bench/run.sh invocation at the SPEC scale (2,048 nodes,
+# one repetition = one bench/run.sh invocation at the benchmark scale of docs/performance.md (2,048 nodes,
 # 20,000 pending), with modest inner repetitions
 RUN_ARGS=(--cases cold,steady,submit --reps 5 --rounds 20 --submit-n 10000 --submit-reps 3 --pgbench-t 2000)
 RUN_ARGS_QUICK=(--cases cold,steady,submit --reps 3 --rounds 10 --submit-n 3000 --submit-reps 2 --pgbench-t 1000)

@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# bench/run.sh — gangsched's benchmarks (issue 3; targets in SPEC.md,
-# "Performance"). Prints one JSON object per line on stdout and nothing else;
+# bench/run.sh — gangsched's benchmarks (targets in docs/performance.md). Prints one JSON object per line on stdout and nothing else;
 # progress goes to stderr.
 #
 # Runs against the server named by PGHOST/PGPORT/PGUSER, which must have the

@@ -2,7 +2,7 @@
 /* Invariants                                                          */
 /* ------------------------------------------------------------------ */
 
--- One row per violation; none when healthy. Numbers follow SPEC.md.
+-- One row per violation; none when healthy. Numbers as in docs/invariants.md.
 -- jit is off: the unnest/generate_series estimates make the plan look costly
 -- enough to JIT-compile (seconds) although the rows are few.
 CREATE FUNCTION gangsched.check_invariants()

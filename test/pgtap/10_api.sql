@@ -1,4 +1,4 @@
--- The SQL API contract of SPEC.md for issue 2: every public function with
+-- The SQL API contract of docs/sql-api.md: every public function with
 -- its argument types, names and result; the views and their columns; the
 -- database guards; the clock; a sample of refusals with their SQLSTATEs; the
 -- jobs view; no invariant violated. Runs in one transaction, rolled back.
@@ -79,15 +79,15 @@ SELECT results_eq(
              ('node_heartbeat', ARRAY['node']),
              ('set_node_state', ARRAY['name', 'state']),
              ('set_topology_levels', ARRAY['levels'])$$,
-    'inventory and agent functions take the argument names of SPEC.md');
+    'inventory and agent functions take the argument names of docs/sql-api.md');
 SELECT is((SELECT proargnames::text[] FROM pg_proc WHERE oid = 'gangsched.submit'::regproc),
           ARRAY['team', 'workers', 'gpus', 'cpus', 'mem_gb', 'net_gbps', 'name', 'priority', 'preemptible', 'pool',
                 'group_size', 'group_span', 'stages', 'stage_span', 'span', 'gpu_model', 'gpu_mem_gb', 'dataset',
                 'locality', 'checkpoint_interval', 'grace', 'queue_timeout', 'command'],
-          'submit() takes the argument names of SPEC.md, in order');
+          'submit() takes the argument names of docs/sql-api.md, in order');
 SELECT is((SELECT proargnames[1:8]::text[] FROM pg_proc WHERE oid = 'gangsched.set_quota'::regproc),
           ARRAY['team', 'pool', 'gpus', 'cpus', 'mem_gb', 'net_gbps', 'borrowing_limit_gpus', 'lending_limit_gpus'],
-          'set_quota() takes the argument names of SPEC.md, in order');
+          'set_quota() takes the argument names of docs/sql-api.md, in order');
 SELECT is((SELECT pronargdefaults FROM pg_proc WHERE oid = 'gangsched.submit'::regproc), 20::smallint,
           'submit() needs only team, workers and gpus');
 SELECT is((SELECT pronargdefaults FROM pg_proc WHERE oid = 'gangsched.add_node'::regproc), 1::smallint,

@@ -1,4 +1,4 @@
--- check_invariants(): each of SPEC.md's five invariants is reported when the
+-- check_invariants(): each of the invariants of docs/invariants.md is reported when the
 -- state is corrupted on purpose (as a superuser writing rows directly), and
 -- stops being reported once the state is repaired. Each scenario runs in its
 -- own transaction and is rolled back; the file ends with no violation.

@@ -1,5 +1,5 @@
 -- PENDING (not in the suite): why_pending names the constraint that holds
--- the job back, as SPEC.md asks ("which constraint holds the job back now,
+-- the job back, as docs/placement.md says ("which constraint holds the job back now,
 -- in words a user can act on (quota, fairness order, no topology domain
 -- with room, locality, ...)").
 --

@@ -7,7 +7,7 @@
 -- not borrow (borrowing_limit 0), or a non-preemptible job (which never
 -- borrows), therefore cannot preempt the team's own lower-priority work:
 -- the job is never handed to gs_preempt. Yet after the swap the team would
--- still be within its quota, which is exactly the SPEC's priority trigger
+-- still be within its quota, which is exactly the priority trigger of docs/preemption.md
 -- ("within one team, higher priority over lower").
 --
 -- Expected: in both cases below 'low' (priority 0) becomes preempting and
