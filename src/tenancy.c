@@ -45,7 +45,6 @@ static int	overflow = 0;		/* frames beyond GS_MAX_FRAMES */
 static bool tracking_complete = false;
 static Oid	gs_namespace = InvalidOid;
 
-static needs_fmgr_hook_type prev_needs_fmgr_hook = NULL;
 static fmgr_hook_type prev_fmgr_hook = NULL;
 
 static bool
@@ -56,13 +55,6 @@ is_gangsched_function(Oid fn)
 	if (!OidIsValid(gs_namespace) || nsp != gs_namespace)
 		gs_namespace = get_namespace_oid("gangsched", true);
 	return OidIsValid(nsp) && nsp == gs_namespace;
-}
-
-static bool
-gs_needs_fmgr_hook(Oid fn)
-{
-	/* security-definer functions go through the hook anyway */
-	return prev_needs_fmgr_hook ? prev_needs_fmgr_hook(fn) : false;
 }
 
 static void
@@ -108,8 +100,7 @@ void
 gs_tenancy_init(void)
 {
 	tracking_complete = process_shared_preload_libraries_in_progress;
-	prev_needs_fmgr_hook = needs_fmgr_hook;
-	needs_fmgr_hook = gs_needs_fmgr_hook;
+	/* security-definer functions always go through fmgr_hook */
 	prev_fmgr_hook = fmgr_hook;
 	fmgr_hook = gs_fmgr_hook;
 	RegisterXactCallback(gs_tenancy_xact_callback, NULL);
@@ -207,6 +198,15 @@ gs_caller_name_sql(PG_FUNCTION_ARGS)
 
 	namestrcpy(result, GetUserNameFromId(gs_caller(), false));
 	PG_RETURN_NAME(result);
+}
+
+/* SQL: gangsched._require_operator(action) — ERROR 42501 unless an operator. */
+PG_FUNCTION_INFO_V1(gs_require_operator_sql);
+Datum
+gs_require_operator_sql(PG_FUNCTION_ARGS)
+{
+	gs_require_operator(text_to_cstring(PG_GETARG_TEXT_PP(0)));
+	PG_RETURN_VOID();
 }
 
 /* SQL: gangsched._is_operator() — whether the caller may act as an operator. */

@@ -53,22 +53,10 @@ LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'gs_caller_name_sql';
 -- Every event records the role that acted (the worker's rounds: its role).
 ALTER TABLE gangsched.events ADD COLUMN actor name NOT NULL DEFAULT gangsched._caller_name();
 
-CREATE FUNCTION gangsched._refuse_operator(action text) RETURNS void
-LANGUAGE plpgsql AS $$
-BEGIN
-    RAISE EXCEPTION 'permission denied to %', action
-        USING ERRCODE = 'insufficient_privilege',
-              DETAIL = pg_catalog.format('Role "%s" is not a gangsched operator.', gangsched._caller_name()),
-              HINT = 'Operators are superusers and members of gangsched_operator: GRANT gangsched_operator TO role.';
-END $$;
-
+-- ERROR 42501 unless the caller is an operator (src/tenancy.c, the same
+-- check the round makes).
 CREATE FUNCTION gangsched._require_operator(action text) RETURNS void
-LANGUAGE plpgsql AS $$
-BEGIN
-    IF NOT gangsched._is_operator() THEN
-        PERFORM gangsched._refuse_operator(action);
-    END IF;
-END $$;
+LANGUAGE C VOLATILE STRICT AS 'MODULE_PATHNAME', 'gs_require_operator_sql';
 
 -- Whether the caller acts for team `tid` (operators act for every team).
 CREATE FUNCTION gangsched._acts_for_team(tid int) RETURNS bool
