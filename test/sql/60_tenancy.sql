@@ -507,6 +507,12 @@ SELECT invariant, node, detail FROM gangsched.check_invariants() WHERE invariant
 ROLLBACK;
 -- the round's lock is a table no tenant may lock
 CALL pg_temp.refused('gs60_pv', $$LOCK TABLE gangsched.round_lock IN EXCLUSIVE MODE$$);
+-- the operator checks inside the functions hold even if EXECUTE is granted
+-- by hand: a round and a binding refuse a portal
+GRANT EXECUTE ON FUNCTION gangsched.run_round(), gangsched.add_member(name, text) TO gs60_pv;
+CALL pg_temp.refused('gs60_pv', $$SELECT gangsched.run_round()$$);
+CALL pg_temp.refused('gs60_pv', $$SELECT gangsched.add_member('gs60_pv', 'nlp')$$);
+REVOKE EXECUTE ON FUNCTION gangsched.run_round(), gangsched.add_member(name, text) FROM gs60_pv;
 
 SELECT * FROM gangsched.check_invariants();
 DROP EXTENSION gangsched;
