@@ -7,9 +7,18 @@ OBJS = $(patsubst %.c,%.o,$(wildcard src/*.c))
 # The install script of the current version is assembled from sql/src/*.sql
 # (one file per concern, in name order); released upgrade scripts are
 # committed under sql/ as they are.
+#
+# While a version is in development its upgrade script from the previous
+# release is assembled too: the hand-written changes in sql/upgrade/ followed
+# by the sections every install ends with (config dump, privileges,
+# search_path), which are idempotent and so re-applied to whatever the
+# changes created or replaced. At release both built files are committed
+# under sql/ and frozen (docs/upgrade.md).
 INSTALL_SQL = sql/$(EXTENSION)--$(EXTVERSION).sql
-DATA_built = $(INSTALL_SQL)
-DATA = $(filter-out $(INSTALL_SQL),$(wildcard sql/$(EXTENSION)--*.sql))
+PREV_VERSION = 0.1
+UPGRADE_SQL = sql/$(EXTENSION)--$(PREV_VERSION)--$(EXTVERSION).sql
+DATA_built = $(INSTALL_SQL) $(UPGRADE_SQL)
+DATA = $(filter-out $(DATA_built),$(wildcard sql/$(EXTENSION)--*.sql))
 
 
 # -Wno-unused-parameter: PG_FUNCTION_ARGS and hooks carry parameters we may ignore,
@@ -39,6 +48,9 @@ ISOLATION_TESTDB = $(CONTRIB_TESTDB)
 $(OBJS): $(wildcard src/*.h)
 
 $(INSTALL_SQL): $(sort $(wildcard sql/src/*.sql))
+	cat $^ > $@
+
+$(UPGRADE_SQL): sql/upgrade/$(EXTENSION)--$(PREV_VERSION)--$(EXTVERSION).sql sql/src/97_dump.sql sql/src/98_privileges.sql sql/src/99_search_path.sql
 	cat $^ > $@
 
 # The version must agree everywhere; CI calls this.
