@@ -23,6 +23,7 @@ DATA = $(filter-out $(DATA_built),$(wildcard sql/$(EXTENSION)--*.sql))
 
 # -Wno-unused-parameter: PG_FUNCTION_ARGS and hooks carry parameters we may ignore,
 # as PostgreSQL itself builds.
+PG_CPPFLAGS = -DGS_EXTVERSION='"$(EXTVERSION)"'
 PG_CFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers \
             -Wno-sign-compare -Wno-cast-function-type
 

@@ -37,6 +37,7 @@
 
 #include "fair.h"
 #include "guard.h"
+#include "version.h"
 #include "bulk.h"
 #include "guc.h"
 #include "loader.h"
@@ -844,6 +845,7 @@ gs_run_round(PG_FUNCTION_ARGS)
 		PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 	}
 
+	gs_require_catalog_version("run a scheduling round");
 	if (!gs_try_round_lock())
 	{
 		values[0] = BoolGetDatum(false);
@@ -963,6 +965,7 @@ gs_why_pending(PG_FUNCTION_ARGS)
 	ListCell   *lc;
 	int			save_nestlevel;
 
+	gs_require_catalog_version("explain a pending job");
 	InitMaterializedSRF(fcinfo, 0);
 	ts = rsinfo->setResult;
 	tupdesc = rsinfo->setDesc;
@@ -1173,6 +1176,7 @@ gs_queue(PG_FUNCTION_ARGS)
 				n,
 				save_nestlevel;
 
+	gs_require_catalog_version("show the queue");
 	InitMaterializedSRF(fcinfo, 0);
 	ts = rsinfo->setResult;
 	tupdesc = rsinfo->setDesc;

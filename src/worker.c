@@ -40,6 +40,7 @@
 #include "tenancy.h"
 #include "wake.h"
 #include "worker.h"
+#include "version.h"
 
 typedef struct GsWorkerShared
 {
@@ -161,16 +162,34 @@ gs_worker_detach(int code, Datum arg)
 		pg_atomic_write_u32(&gs_shared->procno, 0);
 }
 
-/* One round in its own transaction; false if the extension is not there. */
-static bool
-gs_worker_round(void)
+/* What gs_worker_round found. */
+typedef enum GsWorkerRound
 {
-	bool		ran = false;
+	GS_ROUND_RAN,
+	GS_ROUND_NO_EXTENSION,		/* gangsched is not installed in the database */
+	GS_ROUND_OLD_CATALOG		/* installed, but not this library's version */
+} GsWorkerRound;
+
+/*
+ * One round in its own transaction, when the extension is installed at the
+ * library's version; *installed gets the installed version otherwise (NULL
+ * when not installed), in the caller's memory context.
+ */
+static GsWorkerRound
+gs_worker_round(char **installed)
+{
+	GsWorkerRound result = GS_ROUND_NO_EXTENSION;
+	MemoryContext callercxt = CurrentMemoryContext;
+	char	   *version;
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	if (OidIsValid(get_extension_oid("gangsched", true)))
+	version = gs_installed_version();
+	*installed = version ? MemoryContextStrdup(callercxt, version) : NULL;
+	if (version != NULL && strcmp(version, gs_library_version()) != 0)
+		result = GS_ROUND_OLD_CATALOG;
+	else if (version != NULL)
 	{
 		/* the round's statement too runs under the fixed search_path */
 		int			save_nestlevel = gs_fix_search_path();
@@ -181,15 +200,15 @@ gs_worker_round(void)
 			elog(ERROR, "gangsched worker: run_round() failed");
 		SPI_finish();
 		gs_restore_search_path(save_nestlevel);
-		ran = true;
+		result = GS_ROUND_RAN;
 	}
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	pgstat_report_stat(false);
 	pgstat_report_activity(STATE_IDLE, NULL);
-	if (ran)
+	if (result == GS_ROUND_RAN)
 		pg_atomic_fetch_add_u64(&gs_shared->rounds, 1);
-	return ran;
+	return result;
 }
 
 /* gs_end_blocking_tenants(), an error in it logged and survived like a round's. */
@@ -323,15 +342,24 @@ gs_worker_main(Datum arg)
 
 			PG_TRY();
 			{
-				bool		ran = gs_worker_round();
+				char	   *installed = NULL;
+				GsWorkerRound r = gs_worker_round(&installed);
 
-				if (!ran && !warned_missing)
+				if (r == GS_ROUND_NO_EXTENSION && !warned_missing)
 				{
 					ereport(LOG, (errmsg("gangsched scheduler worker waits: extension gangsched is not installed in database \"%s\"",
 										 gs_database)));
 					warned_missing = true;
 				}
-				else if (ran)
+				else if (r == GS_ROUND_OLD_CATALOG && !warned_missing)
+				{
+					ereport(LOG,
+							(errmsg("gangsched scheduler worker waits: gangsched in database \"%s\" is version %s, its library is version %s",
+									gs_database, installed, gs_library_version()),
+							 errhint("Run ALTER EXTENSION gangsched UPDATE in that database (docs/upgrade.md); rounds resume within a second.")));
+					warned_missing = true;
+				}
+				else if (r == GS_ROUND_RAN)
 					warned_missing = false;
 			}
 			PG_CATCH();
