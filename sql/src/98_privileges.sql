@@ -33,6 +33,9 @@ BEGIN
             ('_level_name', 'gangsched_operator, gangsched_portal, gangsched_analyst'),
             ('_queue_visible', 'gangsched_operator, gangsched_portal, gangsched_analyst'),
             ('_team_shares', 'gangsched_operator, gangsched_portal, gangsched_analyst'),
+            -- the scheduler's clock (virtual under gangsched.clock_override):
+            -- everyone who reads times relative to it
+            ('now', 'gangsched_operator, gangsched_portal, gangsched_agent, gangsched_analyst'),
             -- portals act for their teams
             ('submit', 'gangsched_operator, gangsched_portal'),
             ('cancel', 'gangsched_operator, gangsched_portal'),

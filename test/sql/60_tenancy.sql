@@ -463,6 +463,9 @@ SELECT count(*) >= 0 AS preemption_summary_ok FROM gangsched.preemption_summary(
 SELECT count(*) >= 0 AS queue_depth_ok FROM gangsched.queue_depth(now() - interval '1 day', now() + interval '1 hour');
 SELECT count(*) > 0 AS allocation_history_ok FROM gangsched.allocation_history;
 SELECT count(*) > 0 AS event_log_ok FROM gangsched.event_log;
+-- the scheduler's clock: windows relative to it (virtual in tests)
+SELECT gangsched.now() IS NOT NULL AS clock_ok, count(*) >= 0 AS usage_on_clock_ok
+  FROM gangsched.usage(gangsched.now() - interval '1 day', gangsched.now());
 RESET ROLE;
 CALL pg_temp.refused('gs60_pv', $$SELECT * FROM gangsched.usage(now() - interval '1 day', now())$$);
 CALL pg_temp.refused('gs60_a1', $$SELECT * FROM gangsched.snapshot(now())$$);
