@@ -92,18 +92,22 @@ installcheck-tap:
 # Explicit rules: PGXS's PROGRAM cannot share a Makefile with MODULE_big.
 AGENT = tools/agent/gangsched-agent
 AGENT_SRCS = $(sort $(wildcard tools/agent/*.c))
-AGENT_CFLAGS = -O2 -g -std=gnu11 -Wall -Wextra -Werror -I$(shell $(PG_CONFIG) --includedir)
+AGENT_CFLAGS = -O2 -g -std=gnu11 -Wall -Wextra -Werror -DGS_VERSION='"$(EXTVERSION)"' \
+               -I$(shell $(PG_CONFIG) --includedir)
 AGENT_LIBS = -L$(shell $(PG_CONFIG) --libdir) -lpq
 
 all: $(AGENT)
-$(AGENT): $(AGENT_SRCS) $(wildcard tools/agent/*.h)
+$(AGENT): $(AGENT_SRCS) $(wildcard tools/agent/*.h) $(EXTENSION).control
 	$(CC) $(AGENT_CFLAGS) -o $@ $(AGENT_SRCS) $(AGENT_LIBS)
 
-.PHONY: install-agent clean-agent
+.PHONY: install-agent uninstall-agent clean-agent
 install: install-agent
 install-agent: $(AGENT)
 	$(MKDIR_P) '$(DESTDIR)$(bindir)'
 	$(INSTALL_PROGRAM) $(AGENT) '$(DESTDIR)$(bindir)/gangsched-agent'
+uninstall: uninstall-agent
+uninstall-agent:
+	rm -f '$(DESTDIR)$(bindir)/gangsched-agent'
 clean: clean-agent
 clean-agent:
 	rm -f $(AGENT)

@@ -1,6 +1,6 @@
--- PENDING (not in the suite): a round that changes nothing writes nothing.
+-- Regression test (once a pending reproducer; the bug is fixed): a round that changes nothing writes nothing.
 --
--- Bug (src/round.c, write_decisions): while a job is first in line and
+-- The bug, fixed (src/round.c, write_decisions): while a job is first in line and
 -- does not fit, every round inserts a 'reserved' event for it, even when
 -- the reservation is the same as in the round before. With the background
 -- worker running a round every gangsched.round_interval (1 s by default), a
@@ -8,7 +8,7 @@
 -- in a row do not leave the state unchanged.
 -- Expected: a 'reserved' event when a job becomes the reserved one (or its
 -- reason changes), none for a repeated identical reservation.
--- Actual: one 'reserved' event per round (4 after the four rounds below,
+-- Before the fix: one 'reserved' event per round (4 after the four rounds below,
 -- instead of 1; the second round changes the events table).
 -- Fix: write the event only when the reserved job or its reason differs
 -- from the job's last 'reserved' event (e.g. compare with gangs.reason, as

@@ -1,9 +1,9 @@
--- PENDING (not in the suite): why_pending names the constraint that holds
+-- Regression test (once a pending reproducer; the bug is fixed): why_pending names the constraint that holds
 -- the job back, as docs/placement.md says ("which constraint holds the job back now,
 -- in words a user can act on (quota, fairness order, no topology domain
 -- with room, locality, ...)").
 --
--- Bug (src/placement.c explain() / gs_why_text(), src/round.c why_pending):
+-- The bug, fixed (src/placement.c explain() / gs_why_text(), src/round.c why_pending):
 -- a job that can only use some nodes (required dataset locality, a GPU
 -- model) and finds them busy while other nodes are free is told "no node:
 -- no eligible node has room for one worker now (the nodes that could hold

@@ -1,4 +1,4 @@
--- PENDING (fails today; src/schedule.c): a preemptible job within its
+-- Regression test (the bug is fixed; it was in src/schedule.c): a preemptible job within its
 -- team's nominal quota in a full reserved pool is the first candidate that
 -- does not fit, so the starvation guard reserves capacity for it there, and
 -- it is never tried again as borrowed work elsewhere: it waits while an
@@ -6,8 +6,8 @@
 -- wants it to run on the idle capacity (a job that is not first in line
 -- does: see 31_quotas, scenario 5, job 'pre').
 --
--- In gs_decide (src/schedule.c) the guard's branch ends with 'continue'
--- before gs_order_failed(), so the order step never queues the job for its
+-- Before the fix, in gs_decide (src/schedule.c) the guard's branch ended with 'continue'
+-- before gs_order_failed(), so the order step never queued the job for its
 -- borrowing try (fair order: phase 2; priority order: the retry). Expected
 -- below: the job runs in spot, borrowed, and the guard is left to whatever
 -- still waits.

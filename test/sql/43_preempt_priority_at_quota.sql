@@ -1,7 +1,7 @@
--- PENDING (not in the suite): priority preemption inside a team that is at
+-- Regression test (once a pending reproducer; the bug is fixed): priority preemption inside a team that is at
 -- its nominal quota and may not borrow.
 --
--- Bug: the order step (src/order.c, peek_guaranteed / peek_borrowing and
+-- The bug, fixed: the order step (src/order.c, peek_guaranteed / peek_borrowing and
 -- src/fair.c gs_borrow_pools) marks a job quota_blocked before any
 -- preemption is tried. A team that uses all of its nominal quota and may
 -- not borrow (borrowing_limit 0), or a non-preemptible job (which never
@@ -12,7 +12,7 @@
 --
 -- Expected: in both cases below 'low' (priority 0) becomes preempting and
 -- the priority-9 job nominated (trigger priority).
--- Actual: the priority-9 job stays pending with reason "team t holds 16
+-- Before the fix: the priority-9 job stays pending with reason "team t holds 16
 -- GPUs in pool main and may not borrow 8 more: nominal quota 16, borrowing
 -- limit 0" (first case) / "...not being preemptible, may not borrow"
 -- (second case); nothing is preempted.

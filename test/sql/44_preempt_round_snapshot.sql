@@ -1,7 +1,7 @@
--- PENDING (not in the suite): a round decides on a snapshot that does not
+-- Regression test (once a pending reproducer; the bug is fixed): a round decides on a snapshot that does not
 -- see its own time rules.
 --
--- Bug: run_round() first applies the time rules (requeue_unstarted,
+-- The bug, fixed: run_round() first applies the time rules (requeue_unstarted,
 -- _kill_overdue: set-based SPI statements that write), then loads the
 -- state with gs_load_state() / gs_load_running() (src/loader.c), whose
 -- queries run with SPI read_only = true. A read-only SPI query does not
@@ -25,7 +25,7 @@
 -- and a round runs. The round requeues a1 (start_timeout 5 min), then...
 -- Expected: a2 (or a1, first in line) placed on n2 in that round, nothing
 -- preempted, no 'nominated' event.
--- Actual: preempted = 1, a2 nominated with victims [a1] although a1 is
+-- Before the fix: preempted = 1, a2 nominated with victims [a1] although a1 is
 -- pending; a2 is placed only by the next round.
 --
 -- A fix belongs in round.c / loader.c (e.g. CommandCounterIncrement() and

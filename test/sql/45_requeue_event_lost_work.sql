@@ -1,6 +1,6 @@
--- PENDING (not in the suite): the 'requeued' event records 0 lost work.
+-- Regression test (once a pending reproducer; the bug is fixed): the 'requeued' event records 0 lost work.
 --
--- Bug: gangsched._requeue_many (sql/src/65_round.sql) adds the lost work
+-- The bug, fixed: gangsched._requeue_many (sql/src/65_round.sql) adds the lost work
 -- to gangs.lost_gpu_seconds correctly (in SET, g is the old row), but its
 -- RETURNING clause computes gangsched._lost_gpu_seconds(g) on the NEW row,
 -- whose started_at it has just set to NULL, so the 'requeued' event's
@@ -11,7 +11,7 @@
 --
 -- Expected: the event's lost_gpu_seconds equals what was added to the
 -- job's lost_gpu_seconds (v1: 8 GPUs × 1800 s = 14400; v2: 8 × 1860 s = 14880).
--- Actual: 0.000 in both events.
+-- Before the fix: 0.000 in both events.
 --
 -- Fix: compute the lost work from the old row (e.g. in a CTE that reads
 -- the rows before the UPDATE, or RETURNING the difference of

@@ -35,7 +35,11 @@
 
 #include "agent.h"
 
-#define AGENT_VERSION "0.1"
+/* the extension's version, from gangsched.control (the Makefile passes it) */
+#ifndef GS_VERSION
+#error "GS_VERSION must be defined by the Makefile"
+#endif
+#define AGENT_VERSION GS_VERSION
 #define TICK_MS 200				/* exits of adopted workers, deadlines */
 #define BACKOFF_FIRST 0.5
 #define BACKOFF_MAX 10.0
