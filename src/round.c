@@ -5,9 +5,10 @@
  * A round is one transaction: take the round's lock (or return at once),
  * apply the time rules (queue timeouts, start timeouts) set-based, load the
  * state with a handful of queries, decide in memory, and write every
- * decision with one batched statement per relation (array parameters, no
- * statement per allocation). Agents are told through NOTIFY, which is
- * delivered at commit.
+ * decision in bulk: allocations and held slots as COPY writes them
+ * (bulk.c), jobs, events and reasons with one statement per relation
+ * (array parameters); no statement per allocation. Agents are told through
+ * NOTIFY, which is delivered at commit.
  */
 #include "postgres.h"
 
