@@ -82,13 +82,14 @@ SELECT gangsched.add_pool('gpu', 'reserved');
 SELECT gangsched.add_node('n1', 'gpu', 'r1', 16, 128, 10, 4, 'sim', 16);
 SELECT gangsched.add_team('t');
 });
+# gangsched.round_interval is 1 min: a placement within the poll's 10 s
+# can only come from the wake-up (the worker's first round ran before the
+# extension existed); the time taken is printed, not asserted.
 my $t0 = time;
 my $job1 = $node->safe_psql('postgres', "SELECT gangsched.submit('t', 1, 1, name => 'woken')");
 ok(poll_until($node, "SELECT state FROM gangsched.jobs WHERE job = $job1", 'placed', 10),
-	'a submitted job is placed by the worker without anyone calling run_round()');
-my $elapsed = time - $t0;
-cmp_ok($elapsed, '<', 5,
-	"placed in ${\ sprintf('%.2f', $elapsed)} s although gangsched.round_interval is 1 min: the commit woke the worker");
+	'a submitted job is placed by the worker without anyone calling run_round(): the commit woke it');
+note sprintf('placed %.2f s after the submit', time - $t0);
 my ($wakeups, $rounds) = split /\|/,
   $node->safe_psql('postgres', 'SELECT wakeups, rounds FROM gangsched.worker_status()');
 cmp_ok($wakeups, '>=', 1, 'worker_status() counts the wake-ups');

