@@ -318,7 +318,10 @@ gs_load_state_ex(bool queue)
 	run("SELECT name FROM gangsched.topology_levels ORDER BY depth", SPI_OK_SELECT);
 	c->nlevels = (int) SPI_processed;
 	if (c->nlevels > GS_MAX_LEVELS)
-		elog(ERROR, "gangsched loader: too many topology levels");
+		ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+						errmsg("too many topology levels: %d", c->nlevels),
+						errdetail("A round handles at most %d levels above the node.", GS_MAX_LEVELS),
+						errhint("Merge levels that do not matter for placement (gangsched.set_topology_levels).")));
 	c->level_names[0] = "pool";
 	for (i = 0; i < c->nlevels; i++)
 		c->level_names[i + 1] = col_text(i, 1);

@@ -78,6 +78,14 @@ BEGIN
         RAISE EXCEPTION 'pool "%" already exists', name
             USING ERRCODE = 'unique_violation', HINT = 'Choose another name or use the existing pool.';
     END IF;
+    -- a round handles at most 64 pools (src/loader.c): a 65th would stop
+    -- every round, so it is refused here
+    IF (SELECT count(*) FROM gangsched.pools) >= 64 THEN
+        RAISE EXCEPTION 'too many pools: a cluster has at most 64'
+            USING ERRCODE = 'program_limit_exceeded',
+                  DETAIL = 'Scheduling rounds handle at most 64 pools.',
+                  HINT = 'Merge pools that share a kind: nodes of different GPU models can share a pool (jobs ask for a model).';
+    END IF;
     INSERT INTO gangsched.pools (name, kind) VALUES (name, kind) RETURNING pools.id INTO id;
     PERFORM gangsched._event('pool', NULL, NULL, NULL, 'pool added', jsonb_build_object('pool', name, 'kind', kind));
     RETURN id;

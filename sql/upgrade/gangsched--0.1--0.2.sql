@@ -13,3 +13,39 @@
  */
 \echo Use "ALTER EXTENSION gangsched UPDATE TO '0.2'" to load this file. \quit
 
+
+/* ------------------------------------------------------------------ */
+/* Inventory: the 65th pool is refused (rounds handle 64)              */
+/* ------------------------------------------------------------------ */
+CREATE OR REPLACE FUNCTION gangsched.add_pool(name text, kind text) RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+    id int;
+BEGIN
+    IF name IS NULL OR btrim(name) = '' THEN
+        RAISE EXCEPTION 'pool name must not be empty'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Name the pool, for example ''reserved-a100''.';
+    END IF;
+    PERFORM gangsched._check_name(name, 'pool name');
+    IF kind IS NULL OR kind NOT IN ('reserved', 'opportunistic') THEN
+        RAISE EXCEPTION 'invalid pool kind "%"', kind
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'A pool is reserved (committed capacity, may host non-preemptible work) or opportunistic (everything there is preemptible).',
+                  HINT = 'Use kind ''reserved'' or ''opportunistic''.';
+    END IF;
+    IF EXISTS (SELECT FROM gangsched.pools p WHERE p.name = add_pool.name) THEN
+        RAISE EXCEPTION 'pool "%" already exists', name
+            USING ERRCODE = 'unique_violation', HINT = 'Choose another name or use the existing pool.';
+    END IF;
+    -- a round handles at most 64 pools (src/loader.c): a 65th would stop
+    -- every round, so it is refused here
+    IF (SELECT count(*) FROM gangsched.pools) >= 64 THEN
+        RAISE EXCEPTION 'too many pools: a cluster has at most 64'
+            USING ERRCODE = 'program_limit_exceeded',
+                  DETAIL = 'Scheduling rounds handle at most 64 pools.',
+                  HINT = 'Merge pools that share a kind: nodes of different GPU models can share a pool (jobs ask for a model).';
+    END IF;
+    INSERT INTO gangsched.pools (name, kind) VALUES (name, kind) RETURNING pools.id INTO id;
+    PERFORM gangsched._event('pool', NULL, NULL, NULL, 'pool added', jsonb_build_object('pool', name, 'kind', kind));
+    RETURN id;
+END $$;

@@ -182,6 +182,12 @@ CALL pg_temp.refused($$SELECT gangsched.set_team_limits('vision', max_pending =>
 CALL pg_temp.refused($$SELECT gangsched.set_team_limits('vision', max_workers_per_gang => -1)$$);
 CALL pg_temp.refused($$SELECT gangsched.set_team_limits('nobody', 10)$$);
 
+-- at most 64 pools (a round handles 64): the 65th is refused, and rounds go on
+SELECT count(gangsched.add_pool('extra' || i, 'opportunistic')) AS added
+  FROM generate_series(1, 64 - (SELECT count(*) FROM gangsched.pools)::int) i;
+CALL pg_temp.refused($$SELECT gangsched.add_pool('one-too-many', 'opportunistic')$$);
+SELECT ran, note FROM gangsched.run_round();
+
 -- the tables refuse what the functions refuse (23514)
 \set VERBOSITY terse
 INSERT INTO gangsched.pools (name, kind) VALUES ('a"b', 'reserved');
