@@ -112,6 +112,25 @@ clean: clean-agent
 clean-agent:
 	rm -f $(AGENT)
 
+# The command-line client (tools/cli, docs/cli.md): a bash script over psql,
+# its version filled in from gangsched.control, installed into bindir.
+CLI = tools/cli/gangsched
+all: $(CLI)
+$(CLI): tools/cli/gangsched.in $(EXTENSION).control
+	sed 's/@GS_VERSION@/$(EXTVERSION)/' $< > $@ && chmod +x $@
+
+.PHONY: install-cli uninstall-cli clean-cli
+install: install-cli
+install-cli: $(CLI)
+	$(MKDIR_P) '$(DESTDIR)$(bindir)'
+	$(INSTALL_SCRIPT) $(CLI) '$(DESTDIR)$(bindir)/gangsched'
+uninstall: uninstall-cli
+uninstall-cli:
+	rm -f '$(DESTDIR)$(bindir)/gangsched'
+clean: clean-cli
+clean-cli:
+	rm -f $(CLI)
+
 # TAP output test by test ("ok N - ..."), from which tools/gs counts the
 # TAP tests (a plain prove prints one line per file).
 PROVE_FLAGS = --verbose
