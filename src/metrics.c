@@ -9,7 +9,7 @@
  * cluster that does nothing (and change the state a dump is compared with).
  * The counters start at zero when the server starts, which Prometheus reads
  * as a counter reset. Without shared_preload_libraries there is no shared
- * memory and gangsched._round_stats() returns NULLs.
+ * memory and gangsched.round_stats() returns NULLs.
  */
 #include "postgres.h"
 
@@ -93,7 +93,7 @@ gs_metrics_note_round(double ms, TimestampTz end)
 }
 
 /*
- * gangsched._round_stats(): rounds since the server started, their summed
+ * gangsched.round_stats(): rounds since the server started, their summed
  * duration in seconds, the last round's end and duration in seconds.
  */
 PG_FUNCTION_INFO_V1(gs_round_stats_sql);

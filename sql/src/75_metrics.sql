@@ -38,6 +38,11 @@ LANGUAGE sql IMMUTABLE AS $$
     SELECT '{1,5,15,30,60,120,300,600,1800,3600,7200,14400,43200,86400}'::float8[]
 $$;
 
+-- The same for readers of the metrics view (an internal function has no
+-- SET search_path and so is the owner's only, 98_privileges.sql).
+CREATE FUNCTION gangsched.queue_wait_buckets() RETURNS float8[]
+LANGUAGE sql IMMUTABLE AS $$ SELECT gangsched._wait_buckets() $$;
+
 -- What one event counts: (counter, label, amount) rows. `wait` is the
 -- queue wait of a 'placed' event in seconds (since the job last entered
 -- the queue), NULL for other kinds.
@@ -94,7 +99,7 @@ $$;
 
 -- Rounds since the server started, as the rounds record them in shared
 -- memory (src/metrics.c): NULLs without shared_preload_libraries.
-CREATE FUNCTION gangsched._round_stats(OUT rounds bigint, OUT seconds float8, OUT last_end timestamptz,
+CREATE FUNCTION gangsched.round_stats(OUT rounds bigint, OUT seconds float8, OUT last_end timestamptz,
                                        OUT last_seconds float8)
 RETURNS record LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'gs_round_stats_sql';
 
@@ -135,7 +140,7 @@ counted AS (
      GROUP BY 1, 2, 3),
 team AS (SELECT 0 AS id, '' AS name UNION ALL SELECT t.id, t.name FROM gangsched.teams t),
 rounds AS (SELECT r.*, w.pid, w.wakeups, w.rounds AS worker_rounds
-             FROM gangsched._round_stats() r, gangsched.worker_status() w)
+             FROM gangsched.round_stats() r, gangsched.worker_status() w)
 -- pools
 SELECT 'gangsched_pool_gpus'::text AS name, 'gauge'::text AS type,
        'GPUs on the registered nodes of the pool, whatever their state.'::text AS help,
@@ -231,7 +236,7 @@ SELECT 'gangsched_queue_wait_seconds_bucket', 'histogram',
          WHERE c.name = 'queue_wait_bucket' AND c.team_id = t.id
            AND (b.le = '+Inf' OR (c.label <> '+Inf' AND c.label::float8 <= b.le::float8)))
   FROM gangsched.teams t
- CROSS JOIN (SELECT x::text FROM unnest(gangsched._wait_buckets()) x UNION ALL SELECT '+Inf') b(le)
+ CROSS JOIN (SELECT x::text FROM unnest(gangsched.queue_wait_buckets()) x UNION ALL SELECT '+Inf') b(le)
 UNION ALL
 SELECT 'gangsched_queue_wait_seconds_sum', 'histogram', 'Summed queue waits of the team''s placements, seconds.',
        jsonb_build_object('team', t.name),

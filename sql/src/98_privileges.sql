@@ -59,8 +59,8 @@ BEGIN
             ('queue_depth', 'gangsched_operator, gangsched_analyst'),
             -- the metrics view calls these with the reader's privileges;
             -- the exporter's invariant check (75_metrics.sql)
-            ('_round_stats', 'gangsched_operator, gangsched_analyst'),
-            ('_wait_buckets', 'gangsched_operator, gangsched_analyst'),
+            ('round_stats', 'gangsched_operator, gangsched_analyst'),
+            ('queue_wait_buckets', 'gangsched_operator, gangsched_analyst'),
             ('worker_status', 'gangsched_operator, gangsched_analyst'),
             ('invariant_violations', 'gangsched_operator, gangsched_analyst')) AS v(fn, roles)
         UNION ALL
