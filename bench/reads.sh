@@ -6,7 +6,8 @@
 # (20,000 pending jobs), one round (the cluster fills), the placed jobs
 # started. Then, for each entry point (the views jobs, queue, placements,
 # team_shares, allocation_history, event_log; why_pending; the analyst
-# functions), REPS alternating pairs in one session: the statement with
+# functions; the metrics view whole and two of the exporter's families,
+# and invariant_violations(), contrib/prometheus/queries.yaml), REPS alternating pairs in one session: the statement with
 # `SET jit = on` (jit_above_cost and the others at the server's values) and
 # with `SET jit = off`. Prints one JSON line per entry: medians in ms, the
 # ratio, and whether the plan of the outer statement used JIT (EXPLAIN
@@ -86,6 +87,10 @@ snapshot|analyst|SELECT count(*) FROM gangsched.snapshot(gangsched.now())
 queue_waits|analyst|SELECT count(*) FROM gangsched.queue_waits(gangsched.now() - interval '1 day', gangsched.now() + interval '1 hour')
 preemption_summary|analyst|SELECT count(*) FROM gangsched.preemption_summary(gangsched.now() - interval '1 day', gangsched.now() + interval '1 hour')
 queue_depth|analyst|SELECT count(*) FROM gangsched.queue_depth(gangsched.now() - interval '1 day', gangsched.now() + interval '1 hour')
+metrics|analyst|SELECT count(*) FROM gangsched.metrics
+metrics_pool|analyst|SELECT count(*) FROM gangsched.metrics WHERE name LIKE 'gangsched\\_pool\\_%'
+metrics_team|analyst|SELECT count(*) FROM gangsched.metrics WHERE name LIKE 'gangsched\\_team\\_%'
+metrics_invariants|analyst|SELECT count(*) FROM gangsched.invariant_violations()
 SQL
 )
 

@@ -9,6 +9,7 @@
 #include "fmgr.h"
 
 #include "gangsched.h"
+#include "metrics.h"
 #include "tenancy.h"
 #include "worker.h"
 
@@ -23,4 +24,5 @@ _PG_init(void)
 	gs_tenancy_init();
 	gs_wake_init();
 	gs_worker_init();
+	gs_metrics_init();
 }

@@ -43,6 +43,7 @@
 #include "guc.h"
 #include "loader.h"
 #include "order.h"
+#include "metrics.h"
 #include "round.h"
 #include "schedule.h"
 #include "tenancy.h"
@@ -901,6 +902,8 @@ gs_run_round(PG_FUNCTION_ARGS)
 		expired = dec.expiring;
 		INSTR_TIME_SET_CURRENT(t3);
 		write_decisions(st, &dec, now);
+		/* the events' counters written since the last round (75_metrics.sql) */
+		exec_args("SELECT gangsched._metrics_fold()", 0, NULL, NULL, SPI_OK_SELECT);
 		INSTR_TIME_SET_CURRENT(t4);
 		INSTR_TIME_SUBTRACT(t4, t3);
 		INSTR_TIME_SUBTRACT(t3, t2);
@@ -939,6 +942,7 @@ gs_run_round(PG_FUNCTION_ARGS)
 	values[5] = Int32GetDatum(expired);
 	values[6] = Int32GetDatum(requeued + killed);
 	values[7] = Float8GetDatum(INSTR_TIME_GET_MILLISEC(dur));
+	gs_metrics_note_round(INSTR_TIME_GET_MILLISEC(dur), gs_now());
 	if (note[0])
 		values[8] = CStringGetTextDatum(note);
 	else

@@ -44,7 +44,10 @@ BEGIN
         -- jobs, what they hold now and the capacity held for nominated jobs
         'gangsched.gangs', 'gangsched.held_slots', 'gangsched.holds',
         -- history
-        'gangsched.allocations', 'gangsched.events'] LOOP
+        'gangsched.allocations', 'gangsched.events',
+        -- the metrics' counters (75_metrics.sql): a restore loads the events
+        -- with COPY, which they do not count again
+        'gangsched.metric_counters', 'gangsched.metric_deltas'] LOOP
         PERFORM pg_catalog.pg_extension_config_dump(t::pg_catalog.regclass, '');
     END LOOP;
 END $$;

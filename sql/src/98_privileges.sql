@@ -19,6 +19,8 @@ REVOKE ALL ON gangsched.round_lock FROM gangsched_operator;
 GRANT SELECT ON gangsched.jobs, gangsched.queue, gangsched.placements, gangsched.team_shares TO gangsched_portal;
 GRANT SELECT ON gangsched.jobs, gangsched.queue, gangsched.placements, gangsched.team_shares,
                 gangsched.allocation_history, gangsched.event_log TO gangsched_analyst;
+-- the metrics (75_metrics.sql): every team's queue and usage, so not portals
+GRANT SELECT ON gangsched.metrics TO gangsched_analyst;
 
 -- EXECUTE by function name, every overload.
 DO $$
@@ -54,7 +56,13 @@ BEGIN
             ('snapshot', 'gangsched_operator, gangsched_analyst'),
             ('queue_waits', 'gangsched_operator, gangsched_analyst'),
             ('preemption_summary', 'gangsched_operator, gangsched_analyst'),
-            ('queue_depth', 'gangsched_operator, gangsched_analyst')) AS v(fn, roles)
+            ('queue_depth', 'gangsched_operator, gangsched_analyst'),
+            -- the metrics view calls these with the reader's privileges;
+            -- the exporter's invariant check (75_metrics.sql)
+            ('round_stats', 'gangsched_operator, gangsched_analyst'),
+            ('queue_wait_buckets', 'gangsched_operator, gangsched_analyst'),
+            ('worker_status', 'gangsched_operator, gangsched_analyst'),
+            ('invariant_violations', 'gangsched_operator, gangsched_analyst')) AS v(fn, roles)
         UNION ALL
         -- operators: every other API function
         SELECT p.proname, 'gangsched_operator' FROM pg_catalog.pg_proc p
