@@ -123,8 +123,12 @@ $$;
 CREATE FUNCTION gangsched._count_events() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    IF pg_catalog.current_query() ~* '^\s*copy\M' THEN
-        RETURN NULL;   -- a restore: the dumped counters hold these already
+    -- a restore (pg_dump writes COPY gangsched.events ... FROM stdin): the
+    -- dumped counters hold these already. Only the owner may COPY into the
+    -- table; a tenant's COPY (SELECT gangsched.submit(...)) TO STDOUT starts
+    -- with "COPY (" and is counted like any other statement.
+    IF pg_catalog.current_query() ~* '^\s*copy\s+(gangsched\.)?"?events"?[\s(]' THEN
+        RETURN NULL;
     END IF;
     INSERT INTO gangsched.metric_deltas (name, team_id, label, value)
     SELECT c.name, COALESCE(e.team_id, 0), c.label, sum(c.value)

@@ -149,6 +149,17 @@ SELECT count(*) FROM gangsched.metrics;
 RESET ROLE;
 \set VERBOSITY default
 
+-- a tenant cannot hide its submits from the counters: a COPY of a query
+-- that submits is counted like any other statement (only a restore's
+-- COPY gangsched.events is not)
+SELECT value AS before_copy FROM gangsched.metrics
+ WHERE name = 'gangsched_team_jobs_submitted_total' AND labels ->> 'team' = 'a' \gset
+SET ROLE regress_metrics_portal;
+COPY (SELECT gangsched.submit('a', 1, 1, name => 'copied') > 0) TO STDOUT;
+RESET ROLE;
+SELECT value - :before_copy AS counted_from_copy FROM gangsched.metrics
+ WHERE name = 'gangsched_team_jobs_submitted_total' AND labels ->> 'team' = 'a';
+
 SELECT * FROM gangsched.check_invariants();
 
 SELECT gangsched.remove_member('regress_metrics_portal', 'a');
