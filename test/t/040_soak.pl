@@ -413,7 +413,8 @@ is(sql(q{SELECT count(*) FROM gangsched.jobs WHERE message = 'forged'}), '0',
 #   reports": the agent logs it and treats the report as done):
 #   55000 "job N is <state>, cannot start|finish|release" when the job had
 #   changed state by the time its row was locked (cancelled, failed by
-#   another node's report, preempted before every node confirmed, requeued),
+#   another node's report, preempted before every node confirmed, requeued;
+#   any state: the report is about one the job has left),
 #   and 42501 "permission denied to report the end of|release job N" when
 #   it no longer held workers on the agent's node at the call (another node
 #   reported the job's failure first; the agent maps 42501 on job_* calls
@@ -423,7 +424,7 @@ is(sql(q{SELECT count(*) FROM gangsched.jobs WHERE message = 'forged'}), '0',
 my @allowed = (
 	[ qr/^portal_(a1|c)$/, '55000', qr/^job \d+ is already (finished|failed)$/ ],
 	[ qr/^agent_n\d$/, '55000',
-	  qr/^job \d+ is (pending|preempting|finished|failed|cancelled), cannot (start|finish|release)$/ ],
+	  qr/^job \d+ is (pending|nominated|placed|running|preempting|finished|failed|cancelled|expired), cannot (start|finish|release)$/ ],
 	[ qr/^agent_n\d$/, '42501', qr/^permission denied to (report the end of|release) job \d+$/ ],
 	[ qr/^intruder$/, '42501', qr/^permission denied (to cancel job \d+|for function job_finished)$/ ],
 );
