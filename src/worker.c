@@ -250,7 +250,16 @@ gs_database_exists(const char *name)
 	rel = table_open(DatabaseRelationId, AccessShareLock);
 	scan = table_beginscan_catalog(rel, 0, NULL);
 	while (!found && HeapTupleIsValid(tup = heap_getnext(scan, ForwardScanDirection)))
-		found = strcmp(NameStr(((Form_pg_database) GETSTRUCT(tup))->datname), name) == 0;
+	{
+		Form_pg_database db = (Form_pg_database) GETSTRUCT(tup);
+
+		found = strcmp(NameStr(db->datname), name) == 0;
+#ifdef DATCONNLIMIT_INVALID_DB
+		/* one a DROP DATABASE left half-dropped (15.4 on) takes no connection */
+		if (found && database_is_invalid_form(db))
+			found = false;
+#endif
+	}
 	table_endscan(scan);
 	table_close(rel, AccessShareLock);
 	CommitTransactionCommand();
