@@ -68,7 +68,8 @@ static GsWorkerShared *gs_shared = NULL;
  * often a connected worker looks for the extension while it is missing
  * (at most; a shorter gangsched.round_interval wins). Each look is one
  * catalog lookup; together with the 1 s restart between the two, the first
- * round runs within about 1.3 s of CREATE DATABASE and CREATE EXTENSION.
+ * round runs within about 1.5 s of CREATE DATABASE (0.2 s of CREATE
+ * EXTENSION in a database the worker is connected to).
  */
 #define GS_DATABASE_POLL_MS 100
 #define GS_EXTENSION_POLL_MS 200
