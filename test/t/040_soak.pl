@@ -15,7 +15,7 @@
 #   job stays nominated, placed, running or preempting (settle: 30 s at
 #   most), and no node has work left;
 # - the server log has no PANIC, FATAL or ERROR except the races and
-#   refusals listed at %allowed below;
+#   refusals listed at @allowed below;
 # - figures: soak length, calls by kind, jobs acknowledged vs present.
 #
 # GS_SOAK_SECONDS=600 make installcheck-tap PROVE_TESTS=test/t/040_soak.pl
