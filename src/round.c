@@ -236,10 +236,38 @@ devices_text(const GsAssign *a)
 	return s.data;
 }
 
+/* Is id in the ascending array v[0 .. n - 1]? */
+static bool
+int8_in_sorted(const int64 *v, int n, int64 id)
+{
+	int			lo = 0,
+				hi = n - 1;
+
+	while (lo <= hi)
+	{
+		int			mid = lo + (hi - lo) / 2;
+
+		if (v[mid] == id)
+			return true;
+		if (v[mid] < id)
+			lo = mid + 1;
+		else
+			hi = mid - 1;
+	}
+	return false;
+}
+
 /*
  * Nominations: the preemptor's planned placement goes to gangsched.holds and
  * it becomes 'nominated'; its victims become 'preempting' with their grace
  * deadline, and their nodes' agents are told.
+ *
+ * The jobs' rows first, "AND g.state = 'pending'": a job cancelled after the
+ * round read it (under READ COMMITTED the UPDATE waits for that transaction
+ * and re-checks the row) is not nominated, and its holds and its victims'
+ * preemptions are written only for the nominations that UPDATE returns, as
+ * placements are (a hold of a cancelled job would keep its capacity from
+ * every other job: invariant 5).
  */
 static void
 write_nominations(GsState *st, GsDecision *dec, TimestampTz now)
@@ -255,6 +283,8 @@ write_nominations(GsState *st, GsDecision *dec, TimestampTz now)
 	int64	   *v_job = palloc(sizeof(int64) * vcap);
 	int64	   *v_for = palloc(sizeof(int64) * vcap);
 	char	  **v_trigger = palloc(sizeof(char *) * vcap);
+	int64	   *confirmed;
+	int			nconfirmed;
 	int			nn = 0,
 				nv = 0,
 				i,
@@ -268,23 +298,12 @@ write_nominations(GsState *st, GsDecision *dec, TimestampTz now)
 
 		if (!j->nominated)
 			continue;
-		for (w = 0; w < j->workers; w++)
-		{
-			GsAssign   *a = &j->assign[w];
-
-			cols_add(&h, j->id, w, c->nodes[a->node].id, devices_text(a), a->first_slice, a->nslices);
-		}
 		initStringInfo(&det);
 		appendStringInfoString(&det, "{\"trigger\":");
 		escape_json(&det, j->trigger);
 		appendStringInfo(&det, ",\"lost_gpu_seconds\":%.1f,\"victims\":[", j->victim_cost);
-		for (k = 0; k < j->nvictims && nv < vcap; k++)
-		{
+		for (k = 0; k < j->nvictims; k++)
 			appendStringInfo(&det, "%s" INT64_FORMAT, k ? "," : "", j->victims[k]->id);
-			v_job[nv] = j->victims[k]->id;
-			v_for[nv] = j->id;
-			v_trigger[nv++] = (char *) j->trigger;
-		}
 		appendStringInfoString(&det, "]}");
 		n_job[nn] = j->id;
 		n_borrowed[nn] = j->borrowed;
@@ -292,7 +311,65 @@ write_nominations(GsState *st, GsDecision *dec, TimestampTz now)
 		n_detail[nn++] = det.data;
 	}
 	{
-		Oid			types[7] = {INT8ARRAYOID, INT4ARRAYOID, INT4ARRAYOID, TEXTARRAYOID,
+		Oid			types[5] = {INT8ARRAYOID, BOOLARRAYOID, TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID};
+		Datum		values[5];
+
+		values[0] = int8_array(n_job, nn);
+		values[1] = bool_array(n_borrowed, nn);
+		values[2] = text_array(n_reason, nn);
+		values[3] = text_array(n_detail, nn);
+		values[4] = TimestampTzGetDatum(now);
+		exec_args("WITH n AS ("
+				  "  UPDATE gangsched.gangs g SET state = 'nominated', borrowed = u.borrowed, reason = u.reason"
+				  "    FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2),"
+				  "                    pg_catalog.unnest($3), pg_catalog.unnest($4))"
+				  "         AS u(job, borrowed, reason, detail)"
+				  "   WHERE g.id OPERATOR(pg_catalog.=) u.job AND g.state OPERATOR(pg_catalog.=) 'pending'"
+				  "  RETURNING g.id, g.team_id, u.reason, u.detail),"
+				  " e AS ("
+				  "  INSERT INTO gangsched.events (at, kind, job, team_id, reason, detail)"
+				  "  SELECT $5, 'nominated', n.id, n.team_id, n.reason, n.detail::pg_catalog.jsonb FROM n"
+				  "  RETURNING job)"
+				  "SELECT job FROM e ORDER BY job",
+				  5, types, values, SPI_OK_SELECT);
+		nconfirmed = (int) SPI_processed;
+		confirmed = palloc(sizeof(int64) * Max(nconfirmed, 1));
+		for (k = 0; k < nconfirmed; k++)
+		{
+			bool		isnull;
+
+			confirmed[k] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[k], SPI_tuptable->tupdesc, 1, &isnull));
+		}
+	}
+	/* holds and victims of the confirmed nominations only */
+	for (i = 0; i < st->njobs; i++)
+	{
+		GsJob	   *j = &st->jobs[i];
+
+		if (!j->nominated)
+			continue;
+		if (!int8_in_sorted(confirmed, nconfirmed, j->id))
+		{
+			j->nominated = false;
+			dec->nominated--;
+			dec->preempted -= j->nvictims;
+			continue;
+		}
+		for (w = 0; w < j->workers; w++)
+		{
+			GsAssign   *a = &j->assign[w];
+
+			cols_add(&h, j->id, w, c->nodes[a->node].id, devices_text(a), a->first_slice, a->nslices);
+		}
+		for (k = 0; k < j->nvictims && nv < vcap; k++)
+		{
+			v_job[nv] = j->victims[k]->id;
+			v_for[nv] = j->id;
+			v_trigger[nv++] = (char *) j->trigger;
+		}
+	}
+	{
+		Oid			types[6] = {INT8ARRAYOID, INT4ARRAYOID, INT4ARRAYOID, TEXTARRAYOID,
 		INT4ARRAYOID, INT4ARRAYOID};
 		Datum		values[6];
 
@@ -310,26 +387,6 @@ write_nominations(GsState *st, GsDecision *dec, TimestampTz now)
 				  "       AS u(job, worker, node, devices, first_slice, slices)"
 				  "  JOIN gangsched.gangs g ON g.id OPERATOR(pg_catalog.=) u.job",
 				  6, types, values, SPI_OK_INSERT);
-	}
-	{
-		Oid			types[5] = {INT8ARRAYOID, BOOLARRAYOID, TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID};
-		Datum		values[5];
-
-		values[0] = int8_array(n_job, nn);
-		values[1] = bool_array(n_borrowed, nn);
-		values[2] = text_array(n_reason, nn);
-		values[3] = text_array(n_detail, nn);
-		values[4] = TimestampTzGetDatum(now);
-		exec_args("WITH n AS ("
-				  "  UPDATE gangsched.gangs g SET state = 'nominated', borrowed = u.borrowed, reason = u.reason"
-				  "    FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2),"
-				  "                    pg_catalog.unnest($3), pg_catalog.unnest($4))"
-				  "         AS u(job, borrowed, reason, detail)"
-				  "   WHERE g.id OPERATOR(pg_catalog.=) u.job AND g.state OPERATOR(pg_catalog.=) 'pending'"
-				  "  RETURNING g.id, g.team_id, u.reason, u.detail)"
-				  "INSERT INTO gangsched.events (at, kind, job, team_id, reason, detail)"
-				  "SELECT $5, 'nominated', n.id, n.team_id, n.reason, n.detail::pg_catalog.jsonb FROM n",
-				  5, types, values, SPI_OK_INSERT);
 	}
 	{
 		Oid			types[6] = {INT8ARRAYOID, INT8ARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID, INT4OID, INT4OID};
@@ -654,27 +711,10 @@ write_decisions(GsState *st, GsDecision *dec, TimestampTz now)
 		for (i = 0; i < st->njobs; i++)
 		{
 			GsJob	   *j = &st->jobs[i];
-			int			lo = 0,
-						hi = nconfirmed - 1;
-			bool		ok = false;
 
 			if (!j->placed)
 				continue;
-			while (lo <= hi)
-			{
-				int			mid = (lo + hi) / 2;
-
-				if (confirmed[mid] == j->id)
-				{
-					ok = true;
-					break;
-				}
-				if (confirmed[mid] < j->id)
-					lo = mid + 1;
-				else
-					hi = mid - 1;
-			}
-			if (!ok)
+			if (!int8_in_sorted(confirmed, nconfirmed, j->id))
 			{
 				j->placed = false;
 				dec->placed--;
