@@ -401,7 +401,7 @@ gs_worker_main(Datum arg)
 					ereport(LOG,
 							(errmsg("gangsched scheduler worker waits: gangsched in database \"%s\" is version %s, its library is version %s",
 									gs_database, installed, gs_library_version()),
-							 errhint("Run ALTER EXTENSION gangsched UPDATE in that database (docs/upgrade.md); rounds resume within a second.")));
+							 errhint("Run ALTER EXTENSION gangsched UPDATE in that database (docs/upgrade.md); rounds resume at once.")));
 					warned_missing = true;
 				}
 				else if (r == GS_ROUND_RAN)
