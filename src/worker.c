@@ -426,8 +426,10 @@ gs_worker_main(Datum arg)
 				}
 				else
 					ereport(LOG,
-							(errmsg("gangsched scheduler round failed: %s", edata->message),
+							(errmsg("gangsched scheduler round failed: %s (SQLSTATE %s)", edata->message,
+									unpack_sql_state(edata->sqlerrcode)),
 							 edata->detail ? errdetail_internal("%s", edata->detail) : 0,
+							 edata->context ? errcontext("%s", edata->context) : 0,
 							 errhint("The worker goes on; the next round runs after gangsched.round_interval.")));
 				FreeErrorData(edata);
 				pgstat_report_activity(STATE_IDLE, NULL);

@@ -102,8 +102,8 @@ my $log_offset = -s $node->logfile;
 $node->safe_psql('postgres',
 	"ALTER TABLE gangsched.gangs ADD CONSTRAINT test_no_placing CHECK (state <> 'placed') NOT VALID");
 my $job2 = $node->safe_psql('postgres', "SELECT gangsched.submit('t', 1, 1, name => 'blocked')");
-$node->wait_for_log(qr/gangsched scheduler round failed: .*test_no_placing/, $log_offset);
-pass('an error inside a round is logged');
+$node->wait_for_log(qr/gangsched scheduler round failed: .*test_no_placing.* \(SQLSTATE 23514\)/, $log_offset);
+pass('an error inside a round is logged, with its SQLSTATE');
 is($node->safe_psql('postgres', "SELECT state FROM gangsched.jobs WHERE job = $job2"),
 	'pending', 'the failed round changed nothing');
 is( $node->safe_psql(
