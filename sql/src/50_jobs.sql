@@ -118,8 +118,14 @@ BEGIN
             dataset, locality, checkpoint_interval, grace, queue_timeout, command,
             nextval('gangsched.queue_position_seq'), gangsched.now(), gangsched.now())
     RETURNING id INTO j.id;
-    INSERT INTO gangsched.events (at, kind, job, team_id, reason)
-    VALUES (gangsched.now(), 'submitted', j.id, j.team_id, 'admitted');
+    -- the event, and its count for gangsched.metrics in the same statement
+    -- (the events trigger leaves 'submitted' to this: sql/src/75_metrics.sql)
+    WITH e AS (
+        INSERT INTO gangsched.events (at, kind, job, team_id, reason)
+        VALUES (gangsched.now(), 'submitted', j.id, j.team_id, 'admitted')
+        RETURNING team_id)
+    INSERT INTO gangsched.metric_deltas (name, team_id, label, value)
+    SELECT 'jobs_submitted', e.team_id, '', 1 FROM e;
     PERFORM gangsched._wake();
     RETURN j.id;
 END $$;

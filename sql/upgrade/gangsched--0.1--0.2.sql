@@ -61,8 +61,8 @@ END $$;
 -- the events table: old history may be archived (its rows leave
 -- gangsched.events), and a counter must never go down.
 --
--- Every INSERT into gangsched.events adds its counts to metric_deltas
--- (insert-only: concurrent writers never wait for each other there); each
+-- Every event of a counted kind adds its counts to metric_deltas (a
+-- trigger on gangsched.events; 'submitted' by submit() itself) (insert-only: concurrent writers never wait for each other there); each
 -- round folds the deltas into metric_counters (rounds take turns, so one
 -- writer updates the counters' rows). gangsched.metrics reads the sum of
 -- both, so a count is visible as soon as its event commits.
@@ -120,8 +120,17 @@ LANGUAGE sql IMMUTABLE AS $$
      WHERE c.value IS NOT NULL
 $$;
 
-CREATE FUNCTION gangsched._count_events() RETURNS trigger
+-- A row trigger with a WHEN clause: an event of a kind nothing counts
+-- costs the clause's test alone, and a single-row INSERT (an agent's
+-- report, a cancel) pays no statement-level transition table. A round's
+-- bulk INSERT of 'placed' events calls it once per job. 'submitted', the
+-- hot path, is counted by submit() itself in the statement that writes the
+-- event (sql/src/50_jobs.sql): a statement trigger cost each submit about
+-- 87 us, this one 39 us, the inline count a few.
+CREATE FUNCTION gangsched._count_event() RETURNS trigger
 LANGUAGE plpgsql AS $$
+DECLARE
+    wait float8;
 BEGIN
     -- a restore (pg_dump writes COPY gangsched.events ... FROM stdin): the
     -- dumped counters hold these already. Only the owner may COPY into the
@@ -130,20 +139,19 @@ BEGIN
     IF pg_catalog.current_query() ~* '^\s*copy\s+(gangsched\.)?"?events"?[\s(]' THEN
         RETURN NULL;
     END IF;
+    IF NEW.kind = 'placed' THEN
+        SELECT date_part('epoch', NEW.at - g.queued_at) INTO wait FROM gangsched.gangs g WHERE g.id = NEW.job;
+    END IF;
     INSERT INTO gangsched.metric_deltas (name, team_id, label, value)
-    SELECT c.name, COALESCE(e.team_id, 0), c.label, sum(c.value)
-      FROM new_events e
-      LEFT JOIN gangsched.gangs g ON e.kind = 'placed' AND g.id = e.job
-     CROSS JOIN LATERAL gangsched._event_counts(e.kind, e.reason, e.detail,
-                                                date_part('epoch', e.at - g.queued_at)) c
-     WHERE e.kind IN ('submitted', 'placed', 'finished', 'failed', 'cancelled', 'expired', 'preempting', 'requeued')
-     GROUP BY 1, 2, 3;
+    SELECT c.name, COALESCE(NEW.team_id, 0), c.label, c.value
+      FROM gangsched._event_counts(NEW.kind, NEW.reason, NEW.detail, wait) c;
     RETURN NULL;
 END $$;
 
 CREATE TRIGGER events_counted
-    AFTER INSERT ON gangsched.events REFERENCING NEW TABLE AS new_events
-    FOR EACH STATEMENT EXECUTE FUNCTION gangsched._count_events();
+    AFTER INSERT ON gangsched.events
+    FOR EACH ROW WHEN (NEW.kind IN ('placed', 'finished', 'failed', 'cancelled', 'expired', 'preempting', 'requeued'))
+    EXECUTE FUNCTION gangsched._count_event();
 
 -- Each round (src/round.c) folds the deltas into the counters.
 CREATE FUNCTION gangsched._metrics_fold() RETURNS void
@@ -345,3 +353,135 @@ $$;
 
 -- The counters start at zero with the update: the events a 0.1 scheduler
 -- wrote before it are not counted (docs/monitoring.md#counters).
+
+/* ------------------------------------------------------------------ */
+/* submit() counts its own 'submitted' event for gangsched.metrics     */
+/* (after the metrics section: it writes gangsched.metric_deltas)      */
+/* ------------------------------------------------------------------ */
+CREATE OR REPLACE FUNCTION gangsched.submit(team text, workers int, gpus numeric, cpus numeric DEFAULT 0,
+                                 mem_gb numeric DEFAULT 0, net_gbps numeric DEFAULT 0, name text DEFAULT NULL,
+                                 priority int DEFAULT 0, preemptible bool DEFAULT true, pool text DEFAULT NULL,
+                                 group_size int DEFAULT 1, group_span text DEFAULT 'node', stages int DEFAULT 1,
+                                 stage_span text DEFAULT NULL, span text DEFAULT NULL, gpu_model text DEFAULT NULL,
+                                 gpu_mem_gb numeric DEFAULT NULL, dataset text DEFAULT NULL, locality text DEFAULT 'none',
+                                 checkpoint_interval interval DEFAULT NULL, grace interval DEFAULT NULL,
+                                 queue_timeout interval DEFAULT NULL, command text DEFAULT NULL)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    j gangsched.gangs;
+BEGIN
+    j.team_id := gangsched._team_id(team);
+    PERFORM gangsched._require_team(j.team_id, format('submit to team "%s"', team));
+    IF workers IS NULL OR workers < 1 THEN
+        RAISE EXCEPTION 'workers must be at least 1, not %', COALESCE(workers::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'A gang has one or more workers.';
+    END IF;
+    PERFORM gangsched._check_amount(gpus, 'gpus', false, 64);
+    PERFORM gangsched._check_amount(cpus, 'cpus', false, 1e6);
+    PERFORM gangsched._check_amount(mem_gb, 'mem_gb', false, 1e9);
+    PERFORM gangsched._check_amount(net_gbps, 'net_gbps', false, 1e9);
+    PERFORM gangsched._check_amount(gpu_mem_gb, 'gpu_mem_gb', true, 1e6);
+    PERFORM gangsched._check_label(name, 'job name', 200);
+    PERFORM gangsched._check_text(command, 'command', 65536);
+    IF dataset IS NOT NULL THEN
+        PERFORM gangsched._check_name(dataset, 'dataset name');
+    END IF;
+    IF gpu_model IS NOT NULL THEN
+        PERFORM gangsched._check_name(gpu_model, 'gpu model');
+    END IF;
+    IF gpus > 1 AND gpus <> trunc(gpus) THEN
+        RAISE EXCEPTION 'gpus must be a whole number or a fraction of one device, not %', gpus
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'A worker takes whole devices, or whole slices of one device.',
+                  HINT = format('Ask for %s or %s GPUs per worker.', trunc(gpus), trunc(gpus) + 1);
+    END IF;
+    IF gpus = 0 AND cpus = 0 AND mem_gb = 0 AND net_gbps = 0 THEN
+        RAISE EXCEPTION 'worker asks for no resources'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Ask for some gpus, or cpus and mem_gb for a CPU-only worker.';
+    END IF;
+    IF group_size IS NULL OR group_size < 1 OR stages IS NULL OR stages < 1 THEN
+        RAISE EXCEPTION 'group_size and stages must be at least 1'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Use 1 for a dimension the job does not use.';
+    END IF;
+    IF workers % (group_size::bigint * stages) <> 0 THEN
+        RAISE EXCEPTION 'workers (%) is not divisible by group_size × stages (% × %)', workers, group_size, stages
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'Data-parallel replicas are workers / (group_size × stages) and must be whole.',
+                  HINT = format('Use a multiple of %s workers, for example %s.', group_size::bigint * stages,
+                                greatest(1, round(workers::numeric / (group_size::bigint * stages))) * group_size::bigint * stages);
+    END IF;
+    IF locality IS NULL OR locality NOT IN ('none', 'preferred', 'required') THEN
+        RAISE EXCEPTION 'invalid locality "%"', locality
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Use ''none'', ''preferred'' or ''required''.';
+    END IF;
+    IF locality <> 'none' AND dataset IS NULL THEN
+        RAISE EXCEPTION 'locality % needs a dataset', locality
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Name the dataset, or use locality ''none''.';
+    END IF;
+    IF locality <> 'none' AND NOT EXISTS (SELECT FROM gangsched.datasets d WHERE d.dataset = submit.dataset) THEN
+        RAISE EXCEPTION 'unknown dataset "%"', dataset
+            USING ERRCODE = 'foreign_key_violation',
+                  DETAIL = 'No node caches that dataset.',
+                  HINT = 'Cache it first with gangsched.cache_dataset(node, dataset), or submit with locality ''none''.';
+    END IF;
+    IF preemptible IS NULL OR priority IS NULL THEN
+        RAISE EXCEPTION 'preemptible and priority must not be null'
+            USING ERRCODE = 'null_value_not_allowed', HINT = 'Leave them out to take the defaults.';
+    END IF;
+    PERFORM gangsched._check_interval(checkpoint_interval, 'checkpoint_interval', false);
+    PERFORM gangsched._check_interval(grace, 'grace', true);
+    PERFORM gangsched._check_interval(queue_timeout, 'queue_timeout', false);
+    PERFORM gangsched._check_team_limits(j.team_id, workers);
+    IF pool IS NOT NULL THEN
+        j.pool_id := gangsched._pool_id(pool);
+        IF NOT preemptible AND (SELECT kind FROM gangsched.pools WHERE id = j.pool_id) = 'opportunistic' THEN
+            RAISE EXCEPTION 'non-preemptible job cannot run in opportunistic pool "%"', pool
+                USING ERRCODE = 'invalid_parameter_value',
+                      DETAIL = 'Everything in an opportunistic pool is preemptible.',
+                      HINT = 'Submit it to a reserved pool, or as preemptible.';
+        END IF;
+    END IF;
+    j.group_span := gangsched._level_depth(COALESCE(group_span, 'node'), 'group_span');
+    j.stage_span := gangsched._level_depth(stage_span, 'stage_span');
+    j.span := gangsched._level_depth(span, 'span');
+    IF j.stage_span > j.group_span OR j.span > j.stage_span OR j.span > j.group_span THEN
+        RAISE EXCEPTION 'spans are not nested: group_span % must lie inside stage_span %, inside span %',
+              COALESCE(group_span, 'node'), COALESCE(stage_span, '-'), COALESCE(span, '-')
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'A tensor group lies inside its pipeline replica, which lies inside the gang.',
+                  HINT = 'Give group_span a level no wider than stage_span, and stage_span no wider than span.';
+    END IF;
+
+    j.workers := workers; j.gpus := gpus; j.cpus := cpus; j.mem_gb := mem_gb; j.net_gbps := net_gbps;
+    j.name := name; j.priority := priority; j.preemptible := preemptible;
+    j.group_size := group_size; j.stages := stages;
+    j.gpu_model := CASE WHEN gpus > 0 THEN gpu_model END;
+    j.gpu_mem_gb := CASE WHEN gpus > 0 THEN gpu_mem_gb END;
+    j.dataset := dataset; j.locality := locality;
+    -- the C fast path admits in microseconds; anything it does not certify
+    -- goes through the SQL checks, which raise the precise error
+    IF NOT gangsched._admit_fast(j) THEN
+        PERFORM gangsched._admit(j);
+    END IF;
+
+    INSERT INTO gangsched.gangs (team_id, name, workers, gpus, cpus, mem_gb, net_gbps, gpu_model, gpu_mem_gb,
+                                priority, preemptible, pool_id, group_size, group_span, stages, stage_span, span,
+                                dataset, locality, checkpoint_interval, grace, queue_timeout, command,
+                                queue_pos, submitted_at, queued_at)
+    VALUES (j.team_id, name, workers, gpus, cpus, mem_gb, net_gbps, j.gpu_model, j.gpu_mem_gb,
+            priority, preemptible, j.pool_id, group_size, j.group_span, stages, j.stage_span, j.span,
+            dataset, locality, checkpoint_interval, grace, queue_timeout, command,
+            nextval('gangsched.queue_position_seq'), gangsched.now(), gangsched.now())
+    RETURNING id INTO j.id;
+    -- the event, and its count for gangsched.metrics in the same statement
+    -- (the events trigger leaves 'submitted' to this: sql/src/75_metrics.sql)
+    WITH e AS (
+        INSERT INTO gangsched.events (at, kind, job, team_id, reason)
+        VALUES (gangsched.now(), 'submitted', j.id, j.team_id, 'admitted')
+        RETURNING team_id)
+    INSERT INTO gangsched.metric_deltas (name, team_id, label, value)
+    SELECT 'jobs_submitted', e.team_id, '', 1 FROM e;
+    PERFORM gangsched._wake();
+    RETURN j.id;
+END $$;
