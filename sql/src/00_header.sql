@@ -1,5 +1,5 @@
 /*
- * gangsched 0.2 — install script (assembled from sql/src/*.sql).
+ * gangsched 0.2 — install script (assembled from the files of sql/src/, in name order).
  *
  * Owns the schema: inventory (levels, pools, nodes, devices, datasets),
  * tenancy (teams, quotas), the job queue, allocations (history + the held

@@ -2,7 +2,7 @@
  * gangsched 0.1 -> 0.2 — upgrade script (ALTER EXTENSION gangsched UPDATE).
  *
  * The hand-written changes since 0.1, in the order the install script
- * (sql/src/*.sql) makes them; the build appends sql/src/97_dump.sql,
+ * (the files of sql/src/) makes them; the build appends sql/src/97_dump.sql,
  * 98_privileges.sql and 99_search_path.sql, which re-register the state
  * tables for pg_dump and re-apply grants, SECURITY DEFINER and search_path
  * to every function (CREATE OR REPLACE resets the latter two).
