@@ -509,6 +509,43 @@ gs_load_state_ex(bool queue)
 	}
 
 	/*
+	 * Victims told to stop are leaving: their capacity is held for their
+	 * preemptors already (holds, counted above), so they no longer count in
+	 * their team's, quota's or pool's use. Every round thus sees the same
+	 * shares whether a victim has released yet or not (docs/preemption.md).
+	 * Their nodes' free host resources still count them until they go.
+	 */
+	run("SELECT a.node_id, a.team_id,"
+		"       pg_catalog.sum(a.gpus)::pg_catalog.float8, pg_catalog.sum(a.cpus)::pg_catalog.float8,"
+		"       pg_catalog.sum(a.mem_gb)::pg_catalog.float8, pg_catalog.sum(a.net_gbps)::pg_catalog.float8"
+		"  FROM gangsched.gangs g"
+		"  JOIN gangsched.allocations a"
+		"    ON a.job OPERATOR(pg_catalog.=) g.id AND pg_catalog.upper_inf(a.during)"
+		" WHERE g.state OPERATOR(pg_catalog.=) 'preempting'"
+		" GROUP BY a.node_id, a.team_id", SPI_OK_SELECT);
+	for (i = 0; i < (int) SPI_processed; i++)
+	{
+		int			id = col_int(i, 1, 0);
+		int			ni = (id >= 0 && id <= max_id) ? node_by_id[id] : -1;
+		int			tid = col_int(i, 2, 0);
+		int			ti = (tid >= 0 && tid <= max_team) ? team_by_id[tid] : -1;
+
+		if (ni < 0)
+			continue;
+		for (k = 0; k < GS_NRES; k++)
+		{
+			double		amt = col_float(i, 3 + k, 0);
+
+			c->pools[c->nodes[ni].pool].used[k] -= amt;
+			if (ti >= 0)
+			{
+				c->teams[ti].used[k] -= amt;
+				c->quotas[ti * c->npools + c->nodes[ni].pool].used[k] -= amt;
+			}
+		}
+	}
+
+	/*
 	 * Capacity held for a nominated job replaces its victims' on the same
 	 * node: the host resources both hold there count once (the larger).
 	 */

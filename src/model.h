@@ -162,6 +162,14 @@ typedef struct GsRunning
 	GsAlloc    *allocs;
 	bool		taken;			/* chosen as a victim this round */
 	bool		released;		/* virtually released (during a search) */
+	/*
+	 * A victim chosen this round: its allocs then hold only what its
+	 * preemptor does not take over (whole devices and host resources), so
+	 * that a later preemptor of the round may wait for that rest instead of
+	 * choosing victims of its own. false when a device is shared with the
+	 * preemptor at slice level (the rest is then not offered).
+	 */
+	bool		shareable;
 } GsRunning;
 
 typedef struct GsJob
@@ -204,6 +212,10 @@ typedef struct GsJob
 	GsRunning **victims;
 	double		victim_cost;	/* lost GPU-seconds of the plan */
 	const char *trigger;		/* reclaim | fair share | priority */
+	int			nwaits;			/* earlier victims of this round whose rest it uses */
+	GsRunning **waits;
+	double		stranded_gpus;	/* victims' GPUs it does not use */
+	const char *preempt_refused;	/* a victim search refused it: why */
 	bool		reserved;		/* the starvation guard's reservation */
 	GsAssign   *assign;			/* [workers] when placed */
 	int16_t		dom_depth;		/* the domain the gang went to */
