@@ -195,6 +195,8 @@ typedef struct GsJob
 	GsLocality	locality;
 	bool		has_old_reason; /* a reason was stored before this round */
 	int32_t		old_reason_hash;	/* hashtext() of it */
+	bool		old_reason_refused; /* it said that a preemption was refused */
+	int32_t		reclaimed_by;	/* team index whose reclaim last preempted it, -1 none */
 	int64_t		queued_at;		/* TimestampTz of its last entry into pending */
 	double		queue_timeout_s;	/* its own queue timeout, < 0 none */
 	bool		expiring;		/* its queue timeout has passed: not a candidate */

@@ -443,7 +443,8 @@ alloc_gpus(const GsCluster *c, const GsAlloc *a)
  * victims it may use) released. J takes over what it uses of them: whole
  * devices leave their allocs, and on each node the host resources J and
  * they both use count once (the larger). uses[k] says whether J needs
- * rs[k] to go at all. The trimmed victims are then back in the model.
+ * rs[k] to go at all. The trimmed victims are then back in the model, their
+ * rest being whole devices only.
  */
 static void
 take_over(GsPlacer *p, GsCluster *c, GsJob *j, GsRunning **rs, int nr, bool *uses)
@@ -524,7 +525,17 @@ take_over(GsPlacer *p, GsCluster *c, GsJob *j, GsRunning **rs, int nr, bool *use
 			}
 	}
 	for (k = 0; k < nr; k++)
+	{
 		gs_model_release(p, rs[k], false);
+		/*
+		 * What host resources it keeps stay taken until it goes: a later
+		 * preemptor of the round may wait for its devices only (a job is
+		 * placed once no slot it holds is allocated, which says nothing of
+		 * cpus, memory or network).
+		 */
+		for (m = 0; m < rs[k]->nalloc; m++)
+			rs[k]->allocs[m].cpus = rs[k]->allocs[m].mem = rs[k]->allocs[m].net = 0;
+	}
 }
 
 /* What a victim chosen this round still holds that its preemptor did not take. */

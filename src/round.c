@@ -584,7 +584,8 @@ write_decisions(GsState *st, GsDecision *dec, TimestampTz now)
 		{
 			w_job[nw] = j->id;
 			w_reason[nw++] = (char *) j->reason;
-			if (j->preempt_refused != NULL && !j->nominated)
+			/* once per refusal: not again while its reason keeps saying so */
+			if (j->preempt_refused != NULL && !j->nominated && !j->old_reason_refused)
 			{
 				r_job[nr] = j->id;
 				r_text[nr++] = (char *) j->preempt_refused;
@@ -784,7 +785,10 @@ write_decisions(GsState *st, GsDecision *dec, TimestampTz now)
 				  " WHERE g.id OPERATOR(pg_catalog.=) u.job",
 				  2, types, values, SPI_OK_UPDATE);
 	}
-	/* a refused preemption is logged when the job's reason changes (not every round) */
+	/*
+	 * A refused preemption is logged when a job's reason first says so, not
+	 * every round and not each time the numbers in it change.
+	 */
 	if (nr > 0)
 	{
 		Oid			types[4] = {INT8ARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID, TEXTOID};

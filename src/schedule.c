@@ -197,7 +197,7 @@ gs_decide(GsState *st, GsDecision *out)
 			char	   *qwhy = NULL;
 			uint64_t	guaranteed = j->pool_mask;
 
-			elsewhere = gs_borrow_pools(c, j, &qwhy) & ~guaranteed;
+			elsewhere = gs_borrow_pools(c, j, &qwhy) & ~guaranteed & ~gs_order_thrash_mask(out->order, j, NULL);
 
 			if (elsewhere != 0)
 			{

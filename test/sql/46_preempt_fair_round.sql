@@ -262,7 +262,56 @@ SELECT name, state FROM gangsched.jobs ORDER BY job;
 SELECT * FROM gangsched.check_invariants();
 
 /* ================================================================== */
-/* 6. property: several weighted teams converge, no GPU moves twice    */
+/* 6. anti-thrash: a reclaimed job does not borrow back what is reclaimed */
+/* ================================================================== */
+-- Three 8-GPU nodes; a is entitled to all 24 GPUs, b to none. b runs six
+-- 4-GPU gangs on borrowed capacity; only b1 is old enough to be a victim.
+-- a's 4-GPU job reclaims b1. Then a asks for two 8-GPU jobs (within its
+-- quota; b's other gangs are too young to be victims), and two of b's
+-- gangs finish, freeing 4 GPUs on two nodes. The first of a's jobs gets
+-- the starvation guard's reservation; b1 fits the other 4 free GPUs as
+-- borrowed work, but a's guaranteed work still waits: b1 would only be
+-- reclaimed again, so it waits and says why. Once a's jobs are gone, b1
+-- borrows again.
+DROP EXTENSION gangsched;
+CREATE EXTENSION gangsched;
+SET gangsched.clock_override = '2030-01-01 00:00:00+00';
+SELECT pg_temp.cluster(3);
+SELECT gangsched.add_team('a'), gangsched.add_team('b');
+SELECT gangsched.set_quota('a', 'main', 24);
+SELECT gangsched.submit('b', 1, 4, name => 'b1');
+SELECT placed FROM pg_temp.round();
+SELECT pg_temp.start_all();
+SET gangsched.clock_override = '2030-01-01 00:55:00+00';
+SELECT gangsched.submit('b', 1, 4, name => 'b' || i) FROM generate_series(2, 6) i;
+SELECT placed FROM pg_temp.round();
+SELECT pg_temp.start_all();
+SET gangsched.clock_override = '2030-01-01 01:00:00+00';
+SELECT gangsched.submit('a', 1, 4, name => 'a4');
+SELECT placed, preempted FROM pg_temp.round();
+SELECT gangsched.job_released((SELECT job FROM gangsched.jobs WHERE name = 'b1'));
+SELECT pg_temp.start_all();
+SELECT gangsched.submit('a', 1, 8, name => 'a8x'), gangsched.submit('a', 1, 8, name => 'a8y');
+SELECT placed, preempted FROM pg_temp.round();
+-- two of b's gangs on different nodes finish
+SELECT p.node, string_agg(DISTINCT j.name, ',' ORDER BY j.name) AS jobs
+  FROM gangsched.placements p JOIN gangsched.jobs j ON j.job = p.job GROUP BY p.node ORDER BY p.node;
+SELECT gangsched.job_finished(min(p.job), true)
+  FROM gangsched.placements p JOIN gangsched.jobs j ON j.job = p.job
+ WHERE j.team = 'b' AND p.node IN ('n2', 'n3') GROUP BY p.node;
+SELECT n.name, n.gpus - COALESCE((SELECT sum(a.gpus) FROM gangsched.allocations a
+                                   WHERE a.node_id = n.id AND upper_inf(a.during)), 0) AS free_gpus
+  FROM gangsched.nodes n ORDER BY n.name;
+SELECT placed, preempted FROM pg_temp.round();
+SELECT name, state, reason FROM gangsched.jobs WHERE name IN ('b1', 'a8x', 'a8y') ORDER BY job;
+SELECT * FROM gangsched.check_invariants();
+SELECT gangsched.cancel(job) FROM gangsched.jobs WHERE name IN ('a8x', 'a8y');
+SELECT placed, preempted FROM pg_temp.round();
+SELECT name, state, borrowed FROM gangsched.jobs WHERE name = 'b1';
+SELECT * FROM gangsched.check_invariants();
+
+/* ================================================================== */
+/* 7. property: several weighted teams converge, no GPU moves twice    */
 /* ================================================================== */
 -- Seeded random trials on four 8-GPU nodes, one-GPU jobs, no quotas:
 -- 2 to 4 teams of weight 1 to 3; the cluster starts full, split at random
