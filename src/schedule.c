@@ -8,6 +8,11 @@
  * chosen now and that capacity is kept from the later candidates of this
  * round, who may only backfill around it. Jobs whose queue timeout passed
  * are not candidates; they get the reason they would wait for now.
+ *
+ * A candidate that does not fit may get victims (preempt.c). Once it is
+ * nominated its victims leave their team's use and it joins its own, so
+ * every later decision of the round (the fair order, the next victim
+ * search and its fair-share rule) sees the swap as done.
  */
 #include "postgres.h"
 
