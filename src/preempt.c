@@ -255,6 +255,34 @@ fair_ok(const Search *s, int t, const double *rem, const double extra[GS_NRES])
 }
 
 /*
+ * Is team t still beyond its nominal quota in the pool, with `rem` (the
+ * plan's victims of that team) taken out? Only a team that borrows there
+ * loses borrowed gangs to reclaim or fair share: a gang placed as borrowed
+ * stays marked so after its team's other work finished, but once the team
+ * is back within its quota it is not taken.
+ */
+static bool
+team_borrows(const GsCluster *c, int t, int pool, const double *rem)
+{
+	const GsQuota *q;
+	int			r;
+
+	if (t < 0 || pool < 0)
+		return false;
+	q = &c->quotas[t * c->npools + pool];
+	for (r = 0; r < GS_NRES; r++)
+	{
+		double		nominal = q->has ? q->nominal[r] : (r == GS_GPU ? 0 : -1);
+
+		if (nominal < 0)
+			continue;			/* not governed */
+		if (q->used[r] - (rem ? rem[r] : 0) > nominal + 1e-9)
+			return true;
+	}
+	return false;
+}
+
+/*
  * The fair-share rule holds for the whole plan, not only for each victim
  * alone: with all of a team's victims in the plan released (final_share).
  */
@@ -350,6 +378,8 @@ greedy_plan(GsPlacer *p, Search *s, Cand *cands, int n, double free_gpus, Plan *
 			break;
 		t = g_cur[bg]++;
 		r = cands[t].r;
+		if (r->tix >= 0 && r->tix != j->tix && !team_borrows(c, r->tix, r->pool, &s->rem[r->tix * GS_NRES]))
+			continue;			/* its team is back within its quota */
 		if (r->tix >= 0 && !fair_ok(s, r->tix, &s->rem[r->tix * GS_NRES], r->demand))
 		{
 			s->fair_skips++;
@@ -620,7 +650,7 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 		}
 		else if (j->quota_blocked)
 			continue;			/* its own quota blocks it: only its team's work */
-		else if (!r->borrowed || r->tix < 0)
+		else if (!r->borrowed || r->tix < 0 || !team_borrows(c, r->tix, r->pool, NULL))
 		{
 			n_guaranteed++;
 			continue;

@@ -262,6 +262,39 @@ SELECT name, state FROM gangsched.jobs ORDER BY job;
 SELECT * FROM gangsched.check_invariants();
 
 /* ================================================================== */
+/* 5b. a team back within its quota loses nothing                      */
+/* ================================================================== */
+-- Five 8-GPU nodes; a is entitled to 8 GPUs, b to 16, c to 8 with weight
+-- 2. b runs b1 and b2 within its quota and b3 on borrowed capacity; c runs
+-- c1 within its quota and c2 borrowed. b1 finishes: b is back within its
+-- quota, though b3 stays marked borrowed; c borrows the free node (c3). b
+-- now has the highest weighted share (16/40 against c's 24/40/2), so by
+-- the victim order alone b3 would go first; but b borrows nothing any
+-- more, and a's reclaim takes one of c's gangs.
+DROP EXTENSION gangsched;
+CREATE EXTENSION gangsched;
+SET gangsched.clock_override = '2030-01-01 00:00:00+00';
+SELECT pg_temp.cluster(5);
+SELECT gangsched.add_team('a'), gangsched.add_team('b'), gangsched.add_team('c', weight => 2);
+SELECT gangsched.set_quota('a', 'main', 8), gangsched.set_quota('b', 'main', 16), gangsched.set_quota('c', 'main', 8);
+SELECT gangsched.submit('b', 1, 8, name => 'b' || i) FROM generate_series(1, 3) i;
+SELECT gangsched.submit('c', 1, 8, name => 'c' || i) FROM generate_series(1, 2) i;
+SELECT placed FROM pg_temp.round();
+SELECT pg_temp.start_all();
+SELECT gangsched.job_finished(job, true) FROM gangsched.jobs WHERE name = 'b1';
+SET gangsched.clock_override = '2030-01-01 00:10:00+00';
+SELECT gangsched.submit('c', 1, 8, name => 'c3');
+SELECT placed FROM pg_temp.round();
+SELECT pg_temp.start_all();
+SELECT name, state, borrowed FROM gangsched.jobs ORDER BY job;
+SELECT team, used_gpus, borrowed_gpus, weight, dominant_share FROM gangsched.team_shares ORDER BY team;
+SET gangsched.clock_override = '2030-01-01 01:00:00+00';
+SELECT gangsched.submit('a', 1, 8, name => 'a8');
+SELECT placed, preempted FROM pg_temp.round();
+SELECT * FROM pg_temp.plans();
+SELECT * FROM gangsched.check_invariants();
+
+/* ================================================================== */
 /* 6. anti-thrash: a reclaimed job does not borrow back what is reclaimed */
 /* ================================================================== */
 -- Three 8-GPU nodes; a is entitled to all 24 GPUs, b to none. b runs six
