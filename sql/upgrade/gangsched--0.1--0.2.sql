@@ -19,9 +19,10 @@
 -- A nominated job may wait for what an earlier preemptor of the same round
 -- left of its victims: it is ready once no slot it holds is allocated any
 -- more (67_preemption.sql), such a victim's release places it too, and
--- invariant 5 accepts any draining victim under held capacity
--- (70_invariants.sql). The new setting gangsched.fair_preemption is granted
--- to operators by 98_privileges.sql, appended below.
+-- invariant 5 accepts under held capacity the victims it waits for as its
+-- 'nominated' event records them (70_invariants.sql). The new setting
+-- gangsched.fair_preemption is granted to operators by 98_privileges.sql,
+-- appended below.
 
 CREATE OR REPLACE FUNCTION gangsched._place_ready_nominated(only_job bigint DEFAULT NULL) RETURNS int
 LANGUAGE plpgsql AS $$
@@ -281,7 +282,8 @@ SELECT 4, NULL, NULL, format('history guard trigger %s on %s is missing or disab
 UNION ALL
 -- 5. a nominated job's held capacity is not allocated to another job
 --    (victims still draining excepted: its own, or those of an earlier
---    preemptor of the same round whose rest it waits for)
+--    preemptor of the same round whose rest it waits for, as its
+--    'nominated' event records them in waits_for)
 SELECT 5, h.job, n.name, format('slot %s held for nominated job %s is allocated to job %s (%s)', hs.slot, h.job, hs.job, v.state)
   FROM gangsched.holds h JOIN gangsched.nodes n ON n.id = h.node_id
  CROSS JOIN LATERAL unnest(h.devices) d(device)
@@ -289,7 +291,11 @@ SELECT 5, h.job, n.name, format('slot %s held for nominated job %s is allocated 
   JOIN gangsched.held_slots hs ON hs.node_id = h.node_id AND hs.slot = d.device * 8 + s.slice
   JOIN gangsched.gangs v ON v.id = hs.job
  WHERE hs.job <> h.job
-   AND v.state <> 'preempting'
+   AND NOT (v.state = 'preempting'
+            AND (v.preempted_for = h.job
+                 OR EXISTS (SELECT FROM gangsched.events e
+                             WHERE e.job = h.job AND e.kind = 'nominated'
+                               AND e.detail->'waits_for' @> to_jsonb(v.id))))
 UNION ALL
 SELECT 5, NULL, n.name, format('node over-committed with the capacity held on it: held cpus %s, mem_gb %s, net_gbps %s, allocated to others %s, %s, %s; the node has %s, %s, %s',
                                h.cpus, h.mem, h.net, COALESCE(o.cpus, 0), COALESCE(o.mem, 0), COALESCE(o.net, 0), n.cpus, n.mem_gb, n.net_gbps)
@@ -297,7 +303,13 @@ SELECT 5, NULL, n.name, format('node over-committed with the capacity held on it
   JOIN gangsched.nodes n ON n.id = h.node_id
   LEFT JOIN (SELECT c.node_id, sum(c.cpus) cpus, sum(c.mem_gb) mem, sum(c.net_gbps) net
                FROM cur c JOIN gangsched.gangs v ON v.id = c.job
-              WHERE v.state <> 'preempting'
+              WHERE NOT (v.state = 'preempting'
+                         AND EXISTS (SELECT FROM gangsched.holds h2
+                                      WHERE h2.node_id = c.node_id
+                                        AND (h2.job = v.preempted_for
+                                             OR EXISTS (SELECT FROM gangsched.events e
+                                                         WHERE e.job = h2.job AND e.kind = 'nominated'
+                                                           AND e.detail->'waits_for' @> to_jsonb(v.id)))))
               GROUP BY c.node_id) o ON o.node_id = h.node_id
  WHERE h.cpus + COALESCE(o.cpus, 0) > n.cpus OR h.mem + COALESCE(o.mem, 0) > n.mem_gb OR h.net + COALESCE(o.net, 0) > n.net_gbps
 UNION ALL
