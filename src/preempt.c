@@ -581,6 +581,18 @@ gs_victim_rest_gpus(const GsCluster *c, const GsRunning *r)
 	return g;
 }
 
+/* Does a victim chosen this round still hold a device its preemptor does not take? */
+static bool
+has_rest(const GsRunning *r)
+{
+	int			m;
+
+	for (m = 0; m < r->nalloc; m++)
+		if (r->allocs[m].node >= 0 && r->allocs[m].devmask != 0)
+			return true;
+	return false;
+}
+
 static void
 add_part(StringInfo s, int n, const char *one, const char *many)
 {
@@ -638,7 +650,7 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 		if (r->taken)
 		{
 			/* the rest of an earlier victim of this round: free for J, once it goes */
-			if (r->shareable && !j->quota_blocked)
+			if (r->shareable && !j->quota_blocked && has_rest(r))
 				rest[nrest++] = r;
 			continue;
 		}
