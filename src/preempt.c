@@ -621,7 +621,6 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 				n_fixed = 0,
 				n_guaranteed = 0,
 				n_fair = 0;
-	bool		rest_only = false;
 
 	j->preempt_refused = NULL;
 	if (j->tix < 0)
@@ -643,7 +642,6 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 	for (i = 0; i < st->nrunning && nc < MAX_CANDIDATES; i++)
 	{
 		GsRunning  *r = &st->running[i];
-		bool		ok = false;
 
 		if (r->pool < 0 || r->nalloc == 0 || !(j->pool_mask & (UINT64_C(1) << r->pool)))
 			continue;
@@ -657,8 +655,7 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 		if (r->tix == j->tix)
 		{
 			if (!(r->priority < j->priority))
-				continue;
-			ok = true;			/* priority */
+				continue;		/* priority: only lower */
 		}
 		else if (j->quota_blocked)
 			continue;			/* its own quota blocks it: only its team's work */
@@ -667,13 +664,9 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 			n_guaranteed++;
 			continue;
 		}
-		else if (!j->try_borrowing)
-			ok = true;			/* reclaim */
-		else if (fair_ok(&s, r->tix, NULL, r->demand))
-			ok = true;			/* fair share */
-		else
+		else if (j->try_borrowing && !fair_ok(&s, r->tix, NULL, r->demand))
 		{
-			n_fair++;
+			n_fair++;			/* fair share refused (a reclaim needs no test) */
 			continue;
 		}
 		if (!r->preemptible)
@@ -686,7 +679,6 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 			n_young++;
 			continue;
 		}
-		(void) ok;
 		cands[nc].r = r;
 		cands[nc].lost = r->gpus_total * ((double) Max(st->now - r->checkpoint, 0) / 1000000.0) +
 			(double) restart_cost_s * r->gpus_total;
@@ -742,7 +734,7 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 
 	/* what earlier victims of the round leave may be enough alone */
 	if (nrest > 0 && fits(p, j))
-		rest_only = true;
+		best.n = 0;				/* nothing more to preempt: it waits for those rests */
 	else if (nc == 0 || !greedy_plan(p, &s, cands, nc, free_gpus, &best))
 	{
 		for (i = 0; i < nrest; i++)
@@ -880,6 +872,5 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 		j->trigger = "priority";
 	else
 		j->trigger = j->try_borrowing ? "fair share" : "reclaim";
-	(void) rest_only;
 	return true;
 }
