@@ -10,19 +10,22 @@
  *                   work, of the preemptor's own team without a lower
  *                   priority, younger than gangsched.min_runtime, without a
  *                   preemptor, or with no deadline in the future
- *  nominated        jobs in 'nominated', with how many lack a victim, whose
+ *  nominated        jobs in 'nominated', with how many lack a victim (of
+ *                   their own, or an earlier victim of the round whose rest
+ *                   of the capacity they hold and wait for), whose
  *                   holds do not cover workers 0 … workers-1 exactly once,
  *                   whose holds ask for other per-worker resources than the
  *                   job (cpus, mem, net, whole devices), whose tensor groups
  *                   or pipeline replicas leave their group_span / stage_span
  *                   domain
  *  conflicts        held device slots held twice; held slots now used by a
- *                   job that is not one of that preemptor's own victims;
- *                   nodes whose cpus/mem/net would be over-committed when a
- *                   preemptor is placed (its own victims gone; every other
- *                   preemptor on the node counted with the larger of its
- *                   victims' and its holds' use there)
- *  unneeded         victims none of whose device slots the preemptor's holds
+ *                   job that is not a victim draining (its own, or one whose
+ *                   rest it waits for); nodes whose cpus/mem/net would be
+ *                   over-committed when a preemptor is placed (the victims
+ *                   it waits for gone; every other preemptor on the node
+ *                   counted with the larger of its remaining victims' and
+ *                   its holds' use there)
+ *  unneeded         victims none of whose device slots any hold
  *                   use (a victim the placement does not need; host
  *                   resources scale with GPUs in this benchmark, so a victim
  *                   cannot be needed for its CPUs alone unless the model
@@ -57,11 +60,16 @@ SELECT count(*) AS victims,
 CREATE TEMP TABLE chk_hslots AS
 SELECT h.job, h.worker, h.node_id, d * 8 + s AS slot
   FROM gangsched.holds h, unnest(h.devices) AS d, generate_series(h.first_slice, h.first_slice + h.slices - 1) AS s;
+-- the victims each nominated job waits for: its own, and those whose slots it holds
+CREATE TEMP TABLE chk_waits AS
+SELECT v.preempted_for AS job, v.id AS victim FROM gangsched.gangs v WHERE v.state = 'preempting'
+UNION
+SELECT h.job, s.job FROM chk_hslots h JOIN gangsched.held_slots s USING (node_id, slot)
+  JOIN gangsched.gangs v ON v.id = s.job WHERE v.state = 'preempting';
 
 SELECT count(*) AS nominated,
        COALESCE(sum(g.gpus * g.workers), 0) AS nominated_gpus,
-       count(*) FILTER (WHERE NOT EXISTS (SELECT FROM gangsched.gangs v WHERE v.preempted_for = g.id AND v.state = 'preempting'))
-         AS without_victims,
+       count(*) FILTER (WHERE NOT EXISTS (SELECT FROM chk_waits w WHERE w.job = g.id)) AS without_victims,
        count(*) FILTER (WHERE NOT (SELECT count(*) = g.workers AND count(DISTINCT h.worker) = g.workers
                                           AND min(h.worker) = 0 AND max(h.worker) = g.workers - 1
                                      FROM gangsched.holds h WHERE h.job = g.id)) AS bad_cover,
@@ -90,40 +98,49 @@ SELECT count(*) AS n FROM (SELECT node_id, slot FROM chk_hslots GROUP BY 1, 2 HA
 \echo KV slots_held_twice :n
 SELECT count(*) AS n
   FROM chk_hslots h JOIN gangsched.held_slots s USING (node_id, slot) JOIN gangsched.gangs v ON v.id = s.job
- WHERE NOT (v.state = 'preempting' AND v.preempted_for = h.job) \gset
+ WHERE v.state <> 'preempting' \gset
 \echo KV slots_used_by_others :n
--- When preemptor N is placed (its own victims gone), every other preemptor M
--- on the node holds either its victims or, once placed, its holds: at most
--- max(victims_M, holds_M) of each resource.
-WITH per AS (
-    SELECT node_id, pfor AS m, sum(cpus) AS vc, sum(mem_gb) AS vm, sum(net_gbps) AS vn, 0 AS hc, 0 AS hm, 0 AS hn
-      FROM (SELECT a.node_id, v.preempted_for AS pfor, a.cpus, a.mem_gb, a.net_gbps
-              FROM gangsched.allocations a JOIN gangsched.gangs v ON v.id = a.job
-             WHERE upper_inf(a.during) AND v.state = 'preempting') x GROUP BY 1, 2
-    UNION ALL
-    SELECT node_id, job, 0, 0, 0, sum(cpus), sum(mem_gb), sum(net_gbps) FROM gangsched.holds GROUP BY 1, 2),
-pm AS (
-    SELECT node_id, m, sum(vc) AS vc, sum(vm) AS vm, sum(vn) AS vn, sum(hc) AS hc, sum(hm) AS hm, sum(hn) AS hn
-      FROM per GROUP BY 1, 2),
+-- When preemptor N is placed (the victims it waits for gone), every other
+-- preemptor M on the node holds either its remaining victims or, once
+-- placed, its holds: at most max(victims_M, holds_M) of each resource.
+WITH vic AS (
+    SELECT a.node_id, v.preempted_for AS m, v.id AS victim, sum(a.cpus) AS vc, sum(a.mem_gb) AS vm, sum(a.net_gbps) AS vn
+      FROM gangsched.allocations a JOIN gangsched.gangs v ON v.id = a.job
+     WHERE upper_inf(a.during) AND v.state = 'preempting' GROUP BY 1, 2, 3),
+hold AS (
+    SELECT node_id, job AS m, sum(cpus) AS hc, sum(mem_gb) AS hm, sum(net_gbps) AS hn FROM gangsched.holds GROUP BY 1, 2),
 base AS (
     SELECT a.node_id, sum(a.cpus) AS c, sum(a.mem_gb) AS m, sum(a.net_gbps) AS n
       FROM gangsched.allocations a JOIN gangsched.gangs g ON g.id = a.job
-     WHERE upper_inf(a.during) AND g.state <> 'preempting' GROUP BY 1)
+     WHERE upper_inf(a.during) AND g.state <> 'preempting' GROUP BY 1),
+others AS (
+    SELECT nn.node_id, nn.m AS n_job,
+           sum(greatest(COALESCE(o.vc, 0), COALESCE(oh.hc, 0))) AS c,
+           sum(greatest(COALESCE(o.vm, 0), COALESCE(oh.hm, 0))) AS m,
+           sum(greatest(COALESCE(o.vn, 0), COALESCE(oh.hn, 0))) AS n
+      FROM hold nn
+      JOIN (SELECT node_id, m FROM vic UNION SELECT node_id, m FROM hold) om ON om.node_id = nn.node_id AND om.m <> nn.m
+      LEFT JOIN LATERAL (SELECT sum(v.vc) AS vc, sum(v.vm) AS vm, sum(v.vn) AS vn FROM vic v
+                          WHERE v.node_id = nn.node_id AND v.m = om.m
+                            AND NOT EXISTS (SELECT FROM chk_waits w WHERE w.job = nn.m AND w.victim = v.victim)) o ON true
+      LEFT JOIN hold oh ON oh.node_id = nn.node_id AND oh.m = om.m
+     GROUP BY 1, 2)
 SELECT count(*) AS n
-  FROM pm nn
+  FROM hold nn
   JOIN gangsched.nodes nd ON nd.id = nn.node_id
   LEFT JOIN base b ON b.node_id = nn.node_id
+  LEFT JOIN others o ON o.node_id = nn.node_id AND o.n_job = nn.m
  WHERE nn.hc > 0
-   AND (COALESCE(b.c, 0) + nn.hc + (SELECT COALESCE(sum(greatest(o.vc, o.hc)), 0) FROM pm o WHERE o.node_id = nn.node_id AND o.m <> nn.m) > nd.cpus
-     OR COALESCE(b.m, 0) + nn.hm + (SELECT COALESCE(sum(greatest(o.vm, o.hm)), 0) FROM pm o WHERE o.node_id = nn.node_id AND o.m <> nn.m) > nd.mem_gb
-     OR COALESCE(b.n, 0) + nn.hn + (SELECT COALESCE(sum(greatest(o.vn, o.hn)), 0) FROM pm o WHERE o.node_id = nn.node_id AND o.m <> nn.m) > nd.net_gbps) \gset
+   AND (COALESCE(b.c, 0) + nn.hc + COALESCE(o.c, 0) > nd.cpus
+     OR COALESCE(b.m, 0) + nn.hm + COALESCE(o.m, 0) > nd.mem_gb
+     OR COALESCE(b.n, 0) + nn.hn + COALESCE(o.n, 0) > nd.net_gbps) \gset
 \echo KV host_overcommit_after_release :n
 
 SELECT count(*) AS n
   FROM gangsched.gangs v
  WHERE v.state = 'preempting'
    AND NOT EXISTS (SELECT FROM gangsched.held_slots s JOIN chk_hslots h USING (node_id, slot)
-                    WHERE s.job = v.id AND h.job = v.preempted_for) \gset
+                    WHERE s.job = v.id) \gset
 \echo KV unneeded_victims :n
 
 SELECT count(*) AS n
@@ -141,3 +158,4 @@ SELECT COALESCE(string_agg(format('%s:%s', t, n), ',' ORDER BY t), '-') AS trigg
          WHERE kind = 'nominated' AND at = gangsched.now() GROUP BY 1) e \gset
 \echo KV triggers :triggers
 DROP TABLE chk_hslots;
+DROP TABLE chk_waits;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/replay.sh — docs/replay.md's numbers and plot in one command: the
-# Philly development week replayed by gangsched-replay at each scale, fifo
-# and drf side by side, then the analyst functions over the kept databases
+# Philly development week replayed by gangsched-replay at each scale (0.125
+# is the contended one: demand far above capacity), the four policies side
+# by side, then the analyst functions over the kept databases
 # (gangsched.utilization and gangsched.queue_depth, hourly) plotted with
 # gnuplot.
 #
@@ -23,8 +24,8 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 TRACES=${TRACES:-$ROOT/../shared/data/traces}
-SCALES="0.25 0.5"
-POLICIES="fifo,drf"
+SCALES="0.125 0.25 0.5"
+POLICIES="fifo,fifo-backfill,drf,drf-nopreempt"
 OUT=$ROOT/bench/out/replay
 KEEP=0 DOCS=0 EXTRA=() HISTORY=0
 MAINT_DB=${REPLAY_MAINTENANCE_DB:-postgres}
@@ -36,6 +37,7 @@ usage() {
 usage: bash bench/replay.sh [options] [-- gangsched-replay options]
   --scales "..."     cluster scales to replay [$SCALES]
   --quick            only scale 0.25
+  --contended        only scales 0.125 and 0.25 (demand far above capacity; issue 12's targets)
   --policies LIST    [$POLICIES]
   --traces DIR       where philly_*.csv are [$TRACES]
   --out DIR          output directory [$OUT]
@@ -53,6 +55,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --scales) SCALES=$2; shift ;;
     --quick) SCALES="0.25" ;;
+    --contended) SCALES="0.125 0.25" ;;
     --policies) POLICIES=$2; shift ;;
     --traces) TRACES=$2; shift ;;
     --out) OUT=$2; shift ;;
@@ -268,7 +271,12 @@ cols = [('scale', lambda r: r['scale']), ('policy', lambda r: r['policy']),
         ('JCT p95', lambda r: h(r['jct_p95_s'])), ('wait mean', lambda r: h(r['wait_mean_s'])),
         ('wait p95', lambda r: h(r['wait_p95_s'])), ('GPU alloc ratio', lambda r: '%.3f' % r['gpu_alloc_ratio'] if r['gpu_alloc_ratio'] is not None else '-'),
         ('contended', lambda r: h(r['contended_s'])),
-        ('preemptions', lambda r: r['preemptions']), ('kills', lambda r: r['kills']),
+        ('wait guaranteed', lambda r: h(r['wait_guaranteed_mean_s']) if r.get('wait_guaranteed_mean_s') is not None else '-'),
+        ('wait borrowing', lambda r: h(r['wait_borrowed_mean_s']) if r.get('wait_borrowed_mean_s') is not None else '-'),
+        ('idle GPU-h while waiting', lambda r: '%.0f' % r['idle_gpu_hours_waiting']),
+        ('preemptions', lambda r: r['preemptions']),
+        ('per job', lambda r: '%.3f' % r['preemptions_per_job']), ('most of one job', lambda r: r['max_preemptions_job']),
+        ('stranded GPUs', lambda r: '%.0f' % r['stranded_gpus']), ('kills', lambda r: r['kills']),
         ('lost GPU-h', lambda r: '%.1f' % r['lost_gpu_hours']),
         ('partial', lambda r: r['partial_placements']), ('invariant viol.', lambda r: r['invariant_violations']),
         ('Jain', lambda r: '%.3f' % r['jain_fairness'] if r['jain_fairness'] is not None else '-'),

@@ -275,3 +275,21 @@ gs_account(GsCluster *c, const GsJob *j, int pool)
 		}
 	}
 }
+
+void
+gs_unaccount_running(GsCluster *c, const GsRunning *r)
+{
+	int			k;
+
+	if (r->pool < 0)
+		return;
+	for (k = 0; k < GS_NRES; k++)
+	{
+		c->pools[r->pool].used[k] -= r->demand[k];
+		if (r->tix >= 0)
+		{
+			c->teams[r->tix].used[k] -= r->demand[k];
+			c->quotas[r->tix * c->npools + r->pool].used[k] -= r->demand[k];
+		}
+	}
+}

@@ -30,4 +30,7 @@ extern bool gs_beyond_nominal(const GsCluster *c, const GsJob *j, int pool);
 /* Count a placed gang in its team's and pool's use. */
 extern void gs_account(GsCluster *c, const GsJob *j, int pool);
 
+/* A victim chosen this round is leaving: take it out of its team's and pool's use. */
+extern void gs_unaccount_running(GsCluster *c, const GsRunning *r);
+
 #endif							/* GANGSCHED_FAIR_H */

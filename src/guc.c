@@ -18,6 +18,7 @@
 
 #include "gangsched.h"
 #include "guc.h"
+#include "preempt.h"
 
 char	   *gs_clock_override = NULL;
 int			gs_start_timeout_s = 300;
@@ -31,6 +32,7 @@ int			gs_round_interval_ms = 1000;
 bool		gs_enabled = true;
 int			gs_queue_order = 0;
 bool		gs_preemption = true;
+int			gs_fair_preemption = 0;
 bool		gs_backfill = true;
 int			gs_max_pending_per_team = 10000;
 int			gs_max_workers_per_gang = 4096;
@@ -41,6 +43,12 @@ static const struct config_enum_entry queue_order_options[] = {
 	{"priority", 1, false},
 	{NULL, 0, false}
 };
+static const struct config_enum_entry fair_preemption_options[] = {
+	{"final_share", GS_FAIR_FINAL_SHARE, false},
+	{"initial_share", GS_FAIR_INITIAL_SHARE, false},
+	{NULL, 0, false}
+};
+
 char	   *gs_database = NULL;
 
 /* Parse a timestamptz the way the input function does, without throwing. */
@@ -174,6 +182,14 @@ gs_guc_init(void)
 							 "Lets rounds preempt running gangs (reclaim, fair share, priority).",
 							 "Off: a job that does not fit waits; nothing is preempted.",
 							 &gs_preemption, true, PGC_SUSET, 0, NULL, NULL, NULL);
+	DefineCustomEnumVariable("gangsched.fair_preemption",
+							 "When a borrowing job may preempt another team's borrowed gang (the fair-share trigger).",
+							 "final_share: when its team, with the job, would hold at most the weighted dominant share "
+							 "the victim's team holds without its victims (cannot swing past the fair split). "
+							 "initial_share: when its team, with the job, would hold less than the victim's team holds "
+							 "now (allows more preemptions; may overshoot with large victims).",
+							 &gs_fair_preemption, GS_FAIR_FINAL_SHARE, fair_preemption_options, PGC_SUSET, 0,
+							 NULL, NULL, NULL);
 
 	DefineCustomBoolVariable("gangsched.backfill",
 							 "Lets later jobs be placed when an earlier one in the round's order does not fit.",

@@ -18,6 +18,7 @@ extern int	gs_round_interval_ms;
 extern bool gs_enabled;
 extern int	gs_queue_order;		/* GsOrderPolicy */
 extern bool gs_preemption;
+extern int	gs_fair_preemption;	/* GsFairRule (preempt.h) */
 extern bool gs_backfill;
 extern int	gs_max_pending_per_team;	/* read by submit() in SQL */
 extern int	gs_max_workers_per_gang;	/* read by submit() in SQL */

@@ -265,6 +265,7 @@ job_receive(TupleTableSlot *slot, DestReceiver *self)
 	j->old_reason_hash = nl[20] ? 0 : DatumGetInt32(v[20]);
 	j->queued_at = DatumGetTimestampTz(v[21]);
 	j->queue_timeout_s = nl[22] ? -1 : DatumGetFloat8(v[22]);
+	j->old_reason_refused = !nl[23] && DatumGetBool(v[23]);
 	/* clamp depths the model cannot have */
 	if (j->group_depth > c->nlevels + 1 || j->group_depth < 0)
 		j->group_depth = c->nlevels + 1;
@@ -512,6 +513,43 @@ gs_load_state_ex(bool queue)
 	}
 
 	/*
+	 * Victims told to stop are leaving: their capacity is held for their
+	 * preemptors already (holds, counted above), so they no longer count in
+	 * their team's, quota's or pool's use. Every round thus sees the same
+	 * shares whether a victim has released yet or not (docs/preemption.md).
+	 * Their nodes' free host resources still count them until they go.
+	 */
+	run("SELECT a.node_id, a.team_id,"
+		"       pg_catalog.sum(a.gpus)::pg_catalog.float8, pg_catalog.sum(a.cpus)::pg_catalog.float8,"
+		"       pg_catalog.sum(a.mem_gb)::pg_catalog.float8, pg_catalog.sum(a.net_gbps)::pg_catalog.float8"
+		"  FROM gangsched.gangs g"
+		"  JOIN gangsched.allocations a"
+		"    ON a.job OPERATOR(pg_catalog.=) g.id AND pg_catalog.upper_inf(a.during)"
+		" WHERE g.state OPERATOR(pg_catalog.=) 'preempting'"
+		" GROUP BY a.node_id, a.team_id", SPI_OK_SELECT);
+	for (i = 0; i < (int) SPI_processed; i++)
+	{
+		int			id = col_int(i, 1, 0);
+		int			ni = (id >= 0 && id <= max_id) ? node_by_id[id] : -1;
+		int			tid = col_int(i, 2, 0);
+		int			ti = (tid >= 0 && tid <= max_team) ? team_by_id[tid] : -1;
+
+		if (ni < 0)
+			continue;
+		for (k = 0; k < GS_NRES; k++)
+		{
+			double		amt = col_float(i, 3 + k, 0);
+
+			c->pools[c->nodes[ni].pool].used[k] -= amt;
+			if (ti >= 0)
+			{
+				c->teams[ti].used[k] -= amt;
+				c->quotas[ti * c->npools + c->nodes[ni].pool].used[k] -= amt;
+			}
+		}
+	}
+
+	/*
 	 * Capacity held for a nominated job replaces its victims' on the same
 	 * node: the host resources both hold there count once (the larger).
 	 */
@@ -598,7 +636,8 @@ gs_load_state_ex(bool queue)
 			"       CASE WHEN g.locality OPERATOR(pg_catalog.=) 'required' THEN 2"
 			"            WHEN g.locality OPERATOR(pg_catalog.=) 'preferred' THEN 1 ELSE 0 END,"
 			"       pg_catalog.hashtext(g.reason), g.queued_at,"
-			"       EXTRACT(epoch FROM g.queue_timeout)::pg_catalog.float8"
+			"       EXTRACT(epoch FROM g.queue_timeout)::pg_catalog.float8,"
+			"       pg_catalog.strpos(g.reason, 'preemption refused: ') OPERATOR(pg_catalog.>) 0"
 			"  FROM gangsched.gangs g WHERE g.state OPERATOR(pg_catalog.=) 'pending'", &opts);
 		MemoryContextSwitchTo(r.cxt);
 		/* with a receiver of our own, SPI reports a SELECT as a utility */
@@ -625,6 +664,53 @@ gs_load_state_ex(bool queue)
 			for (k = 0; k < c->ndatasets; k++)
 				if (strcmp(c->datasets[k], ds) == 0 && ni >= 0)
 					c->dataset_nodes[k][ni] = 1;
+		}
+	}
+
+	/*
+	 * Anti-thrash (docs/preemption.md): for each pending job whose last
+	 * preemption was a reclaim, the team that reclaimed (its preemptor's).
+	 */
+	for (i = 0; i < st->njobs; i++)
+		st->jobs[i].reclaimed_by = -1;
+	run("SELECT x.job, x.team_id"
+		"  FROM (SELECT DISTINCT ON (e.job) e.job, p.team_id, e.reason"
+		"          FROM gangsched.gangs g"
+		"          JOIN gangsched.events e"
+		"            ON e.job OPERATOR(pg_catalog.=) g.id AND e.kind OPERATOR(pg_catalog.=) 'preempting'"
+		"          JOIN gangsched.gangs p"
+		"            ON p.id OPERATOR(pg_catalog.=) (e.detail OPERATOR(pg_catalog.->>) 'for')::pg_catalog.int8"
+		"         WHERE g.state OPERATOR(pg_catalog.=) 'pending' AND g.preemptions OPERATOR(pg_catalog.>) 0"
+		"         ORDER BY e.job, e.id DESC) x"
+		" WHERE pg_catalog.strpos(x.reason, '(reclaim)') OPERATOR(pg_catalog.>) 0", SPI_OK_SELECT);
+	if (SPI_processed > 0)
+	{
+		HASHCTL		ctl;
+		HTAB	   *byid;
+		int			nrows = (int) SPI_processed;
+
+		memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = sizeof(int64);
+		ctl.entrysize = sizeof(int64) + sizeof(int);
+		ctl.hcxt = CurrentMemoryContext;
+		byid = hash_create("gangsched reclaimed jobs", Max(nrows, 16), &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		for (i = 0; i < nrows; i++)
+		{
+			bool		isnull,
+						found;
+			int64		jid = DatumGetInt64(col(i, 1, &isnull));
+			int			tid = col_int(i, 2, 0);
+			void	   *e = hash_search(byid, &jid, HASH_ENTER, &found);
+
+			*(int *) ((char *) e + sizeof(int64)) = (tid >= 0 && tid <= max_team) ? team_by_id[tid] : -1;
+		}
+		for (i = 0; i < st->njobs; i++)
+		{
+			bool		found;
+			void	   *e = hash_search(byid, &st->jobs[i].id, HASH_FIND, &found);
+
+			if (found)
+				st->jobs[i].reclaimed_by = *(int *) ((char *) e + sizeof(int64));
 		}
 	}
 	return st;

@@ -162,6 +162,14 @@ typedef struct GsRunning
 	GsAlloc    *allocs;
 	bool		taken;			/* chosen as a victim this round */
 	bool		released;		/* virtually released (during a search) */
+	/*
+	 * A victim chosen this round: its allocs then hold only what its
+	 * preemptor does not take over (whole devices and host resources), so
+	 * that a later preemptor of the round may wait for that rest instead of
+	 * choosing victims of its own. false when a device is shared with the
+	 * preemptor at slice level (the rest is then not offered).
+	 */
+	bool		shareable;
 } GsRunning;
 
 typedef struct GsJob
@@ -187,6 +195,8 @@ typedef struct GsJob
 	GsLocality	locality;
 	bool		has_old_reason; /* a reason was stored before this round */
 	int32_t		old_reason_hash;	/* hashtext() of it */
+	bool		old_reason_refused; /* it said that a preemption was refused */
+	int32_t		reclaimed_by;	/* team index whose reclaim last preempted it, -1 none */
 	int64_t		queued_at;		/* TimestampTz of its last entry into pending */
 	double		queue_timeout_s;	/* its own queue timeout, < 0 none */
 	bool		expiring;		/* its queue timeout has passed: not a candidate */
@@ -204,6 +214,10 @@ typedef struct GsJob
 	GsRunning **victims;
 	double		victim_cost;	/* lost GPU-seconds of the plan */
 	const char *trigger;		/* reclaim | fair share | priority */
+	int			nwaits;			/* earlier victims of this round whose rest it uses */
+	GsRunning **waits;
+	double		stranded_gpus;	/* victims' GPUs it does not use */
+	const char *preempt_refused;	/* a victim search refused it: why */
 	bool		reserved;		/* the starvation guard's reservation */
 	GsAssign   *assign;			/* [workers] when placed */
 	int16_t		dom_depth;		/* the domain the gang went to */

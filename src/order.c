@@ -57,6 +57,9 @@ struct GsOrder
 	double	   *share;	/* [nq]: bit p-1 set once a team had a try in phase p */
 	int		   *ahead;			/* [njobs]: teams ahead with a lower share, at the last try */
 	GsJob	   *retry;			/* priority policy: a guaranteed try that failed, to borrow */
+	/* per team: pools where its guaranteed work waits, by version (anti-thrash) */
+	uint64	   *gwait_version;
+	uint64_t   *gwait_mask;
 };
 
 static int
@@ -104,6 +107,10 @@ gs_order_begin(GsState *st, GsOrderPolicy policy)
 		o->share_version[i] = UINT64_MAX;
 	}
 	o->ahead = palloc0(sizeof(int) * Max(n, 1));
+	o->gwait_version = palloc(sizeof(uint64) * o->nq);
+	o->gwait_mask = palloc0(sizeof(uint64_t) * o->nq);
+	for (i = 0; i < o->nq; i++)
+		o->gwait_version[i] = UINT64_MAX;
 	for (i = 0; i < n; i++)
 	{
 		GsJob	   *j = o->global[i];
@@ -168,6 +175,50 @@ peek_guaranteed(GsOrder *o, int t)
 	return NULL;
 }
 
+/*
+ * Anti-thrash: pools where team t has guaranteed work still waiting this
+ * round (pending, not placed or nominated, within its nominal quota there).
+ */
+static uint64_t
+guaranteed_waiting(GsOrder *o, int t)
+{
+	TeamQ	   *q;
+	uint64_t	m = 0;
+	int			i;
+
+	if (t < 0 || t >= o->nq - 1)
+		return 0;
+	if (o->gwait_version[t] == o->version)
+		return o->gwait_mask[t];
+	q = &o->tq[t];
+	for (i = 0; i < q->n; i++)
+	{
+		GsJob	   *j = q->jobs[i];
+
+		if (j->placed || j->nominated || j->expiring)
+			continue;
+		m |= gs_guaranteed_pools(o->st->cluster, j);
+	}
+	o->gwait_version[t] = o->version;
+	o->gwait_mask[t] = m;
+	return m;
+}
+
+uint64_t
+gs_order_thrash_mask(GsOrder *o, GsJob *j, char **why)
+{
+	uint64_t	m;
+	GsCluster  *c = o->st->cluster;
+
+	if (j->reclaimed_by < 0 || j->reclaimed_by == j->tix)
+		return 0;
+	m = guaranteed_waiting(o, j->reclaimed_by);
+	if (m != 0 && why != NULL)
+		*why = psprintf("preempted to give team %s its quota back, it does not borrow where %s's guaranteed work still waits",
+						c->teams[j->reclaimed_by].name, c->teams[j->reclaimed_by].name);
+	return m;
+}
+
 /* Team t's next phase-2 candidate; those quota forbids are marked blocked. */
 static GsJob *
 peek_borrowing(GsOrder *o, int t)
@@ -187,6 +238,14 @@ peek_borrowing(GsOrder *o, int t)
 			continue;
 		}
 		m = gs_borrow_pools(c, j, &why);
+		if (m != 0)
+		{
+			char	   *twhy = NULL;
+
+			m &= ~gs_order_thrash_mask(o, j, &twhy);
+			if (m == 0)
+				why = twhy;
+		}
 		if (m != 0)
 		{
 			j->pool_mask = m;
@@ -305,7 +364,7 @@ next_priority(GsOrder *o)
 		char	   *why = NULL;
 
 		o->retry = NULL;
-		j->pool_mask = gs_borrow_pools(c, j, &why);
+		j->pool_mask = gs_borrow_pools(c, j, &why) & ~gs_order_thrash_mask(o, j, NULL);
 		if (j->pool_mask != 0)
 		{
 			j->try_borrowing = true;
@@ -325,7 +384,17 @@ next_priority(GsOrder *o)
 		j->pool_mask = gs_guaranteed_pools(c, j);
 		j->try_borrowing = (j->pool_mask == 0);
 		if (j->pool_mask == 0)
+		{
+			char	   *twhy = NULL;
+
 			j->pool_mask = gs_borrow_pools(c, j, &why);
+			if (j->pool_mask != 0)
+			{
+				j->pool_mask &= ~gs_order_thrash_mask(o, j, &twhy);
+				if (j->pool_mask == 0)
+					why = twhy;
+			}
+		}
 		if (j->pool_mask == 0)
 		{
 			j->quota_blocked = true;

@@ -28,6 +28,13 @@ extern void gs_order_placed(GsOrder *o, GsJob *job);
 /* The candidate did not fit: it may be tried again later as borrowed work. */
 extern void gs_order_failed(GsOrder *o, GsJob *job);
 
+/*
+ * Anti-thrash: pools where a job preempted for a reclaim may not borrow now
+ * (where the reclaiming team's guaranteed work still waits); *why says so
+ * when not 0 (why may be NULL).
+ */
+extern uint64_t gs_order_thrash_mask(GsOrder *o, GsJob *job, char **why);
+
 /* Jobs in the order they were tried, then those never tried; for writers. */
 extern int	gs_order_count(GsOrder *o);
 extern GsJob *gs_order_at(GsOrder *o, int k);

@@ -4,27 +4,39 @@
  * Triggers, for a job J that did not fit:
  *  - reclaim: J was tried within its team's nominal quota; victims are other
  *    teams' borrowed gangs;
- *  - fair share: J would borrow; victims are other teams' borrowed gangs
- *    whose team would still hold a higher weighted dominant share than J's
- *    team after the swap (checked per candidate, then for each plan with
- *    all of a team's victims released);
+ *  - fair share: J would borrow; victims are other teams' borrowed gangs,
+ *    under the rule gangsched.fair_preemption chooses (GsFairRule): with
+ *    final_share J's team, with J, must end at or below the weighted
+ *    dominant share the victim's team keeps without its victims; with
+ *    initial_share below the share that team holds before the swap;
  *  - priority: victims are gangs of J's own team with lower priority.
  * Never a non-preemptible gang, never another team's guaranteed work, never
  * a gang that started less than gangsched.min_runtime ago, never one outside
- * the pools J may use.
+ * the pools J may use. Shares are the round's: victims chosen earlier in the
+ * round (or told to stop in earlier rounds) are already out of their team's
+ * use, earlier preemptors already in theirs (schedule.c, loader.c).
  *
  * Victims are whole gangs. A plan is a set of victims such that their
  * capacity plus what is free is a valid placement for J (checked by placing
  * J on the model with the victims virtually released: shape, spans,
- * locality, slices and host resources all count). Plans are built greedily
- * in cost order (lowest priority, then least lost work — GPU-seconds since
- * the last checkpoint plus the restart cost — then newest) over all
- * candidates and over the candidates of each promising topology domain, and
- * from single victims; each plan is then pruned of victims it does not need.
- * The cheapest plan wins: lowest highest-priority, then least lost work,
- * then fewest victims.
+ * locality, slices and host resources all count). What an earlier
+ * preemptor of the round left of its victims (whole devices and host
+ * resources it does not take over) counts as free for J, which then waits
+ * for those victims too: a round chooses no victim it does not need.
+ * Plans are built greedily in victim order — the team with the highest
+ * weighted dominant share first (recomputed as its victims are counted out),
+ * then lowest priority, then least lost work (GPU-seconds since the last
+ * checkpoint plus the restart cost), then newest — over all candidates and
+ * over the candidates of each promising topology domain, and from single
+ * victims; each plan is then pruned of victims it does not need. The best
+ * plan: victims from the teams furthest above their share, then the lowest
+ * highest priority, then the fewest GPUs freed beyond J's need (stranded),
+ * then least lost work, then fewest victims. A search that finds nothing
+ * says why in J->preempt_refused.
  */
 #include "postgres.h"
+
+#include "lib/stringinfo.h"
 
 #include "fair.h"
 #include "preempt.h"
@@ -37,6 +49,7 @@ typedef struct Cand
 {
 	GsRunning  *r;
 	double		lost;			/* GPU-seconds lost if preempted now */
+	double		share;			/* its team's weighted dominant share at the search's start */
 } Cand;
 
 typedef struct Plan
@@ -45,14 +58,14 @@ typedef struct Plan
 	GsRunning **v;
 	int			max_prio;
 	double		lost;
+	double		gpus;			/* the victims' GPUs */
+	double		team_key;		/* the lowest share among the victims' teams */
 } Plan;
 
+/* Within one team: lowest priority, then least lost work, then newest. */
 static int
-cmp_cand(const void *a, const void *b)
+cmp_in_team(const Cand *x, const Cand *y)
 {
-	const Cand *x = a;
-	const Cand *y = b;
-
 	if (x->r->priority != y->r->priority)
 		return x->r->priority < y->r->priority ? -1 : 1;
 	if (x->lost != y->lost)
@@ -60,6 +73,22 @@ cmp_cand(const void *a, const void *b)
 	if (x->r->since != y->r->since)
 		return x->r->since > y->r->since ? -1 : 1;	/* newest first */
 	return x->r->id < y->r->id ? -1 : 1;
+}
+
+/* Victim order: the team furthest above its share first, then as in a team. */
+static int
+cmp_cand(const void *a, const void *b)
+{
+	const Cand *x = a;
+	const Cand *y = b;
+
+	if (x->share > y->share + 1e-12)
+		return -1;
+	if (x->share < y->share - 1e-12)
+		return 1;
+	if (x->r->tix != y->r->tix)
+		return x->r->tix < y->r->tix ? -1 : 1;
+	return cmp_in_team(x, y);
 }
 
 static int
@@ -73,13 +102,26 @@ cmp_larger(const void *a, const void *b)
 	return cmp_cand(a, b);
 }
 
+/* GPUs a plan frees beyond the job's need: left idle unless a later preemptor uses them. */
+static double
+overshoot(const Plan *pl, double need)
+{
+	return Max(pl->gpus - need, 0);
+}
+
 static bool
-plan_better(const Plan *a, const Plan *b)
+plan_better(const Plan *a, const Plan *b, double need)
 {
 	if (b->n == 0)
 		return a->n > 0;
+	if (a->team_key > b->team_key + 1e-12)
+		return true;
+	if (a->team_key < b->team_key - 1e-12)
+		return false;
 	if (a->max_prio != b->max_prio)
 		return a->max_prio < b->max_prio;
+	if (overshoot(a, need) != overshoot(b, need))
+		return overshoot(a, need) < overshoot(b, need);
 	if (a->lost != b->lost)
 		return a->lost < b->lost - 1e-6;
 	return a->n < b->n;
@@ -119,7 +161,8 @@ quota_after_swap(GsState *st, GsJob *j)
 		if (!(j->pool_mask & (UINT64_C(1) << pl)))
 			continue;
 		for (i = 0; i < st->nrunning; i++)
-			if (st->running[i].released && st->running[i].tix == j->tix && st->running[i].pool == pl)
+			if (st->running[i].released && !st->running[i].taken &&
+				st->running[i].tix == j->tix && st->running[i].pool == pl)
 				for (r = 0; r < GS_NRES; r++)
 					freed[r] += st->running[i].demand[r];
 		for (r = 0; r < GS_NRES && ok; r++)
@@ -181,29 +224,81 @@ share_with(const GsCluster *c, int t, const double delta[GS_NRES], double sign)
 	return ds / c->teams[t].weight;
 }
 
+/* The search's context: the job, its rule and its team's share with it. */
+typedef struct Search
+{
+	GsCluster  *c;
+	GsJob	   *j;
+	GsFairRule	rule;
+	double		my_after;		/* J's team's weighted share with J */
+	double	   *rem;			/* [nteams][GS_NRES]: what the plan being built takes from each team */
+	int			fair_skips;		/* candidates a greedy plan left out for the rule */
+} Search;
+
 /*
- * The fair-share test holds for the whole plan, not only for each victim
- * alone: with all of a team's victims in the plan released, J's team (with
- * J) must still hold a lower weighted dominant share than that team. Only
- * for a borrowing J; victims of J's own team are priority victims.
+ * The fair-share rule for taking `extra` more from team t, whose victims
+ * `rem` are already in the plan. Only for a borrowing J and another team.
  */
 static bool
-plan_fair(const GsCluster *c, const GsJob *j, const Plan *pl, double my_after)
+fair_ok(const Search *s, int t, const double *rem, const double extra[GS_NRES])
+{
+	double		d[GS_NRES];
+	int			r;
+
+	if (!s->j->try_borrowing || t < 0 || t == s->j->tix)
+		return true;
+	if (s->rule == GS_FAIR_INITIAL_SHARE)
+		return s->my_after < gs_dominant_share(s->c, t) - 1e-12;
+	for (r = 0; r < GS_NRES; r++)
+		d[r] = (rem ? rem[r] : 0) + (extra ? extra[r] : 0);
+	return s->my_after <= share_with(s->c, t, d, -1.0) + 1e-12;
+}
+
+/*
+ * Is team t still beyond its nominal quota in the pool, with `rem` (the
+ * plan's victims of that team) taken out? Only a team that borrows there
+ * loses borrowed gangs to reclaim or fair share: a gang placed as borrowed
+ * stays marked so after its team's other work finished, but once the team
+ * is back within its quota it is not taken.
+ */
+static bool
+team_borrows(const GsCluster *c, int t, int pool, const double *rem)
+{
+	const GsQuota *q;
+	int			r;
+
+	if (t < 0 || pool < 0)
+		return false;
+	q = &c->quotas[t * c->npools + pool];
+	for (r = 0; r < GS_NRES; r++)
+	{
+		double		nominal = q->has ? q->nominal[r] : (r == GS_GPU ? 0 : -1);
+
+		if (nominal < 0)
+			continue;			/* not governed */
+		if (q->used[r] - (rem ? rem[r] : 0) > nominal + 1e-9)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * The fair-share rule holds for the whole plan, not only for each victim
+ * alone: with all of a team's victims in the plan released (final_share).
+ */
+static bool
+plan_fair(const Search *s, const Plan *pl)
 {
 	int			k,
 				m,
 				r;
 
-	if (!j->try_borrowing)
-		return true;
 	for (k = 0; k < pl->n; k++)
 	{
 		int			t = pl->v[k]->tix;
 		double		d[GS_NRES] = {0};
 		bool		first = true;
 
-		if (t < 0 || t == j->tix)
-			continue;
 		for (m = 0; m < k; m++)
 			if (pl->v[m]->tix == t)
 				first = false;
@@ -213,35 +308,94 @@ plan_fair(const GsCluster *c, const GsJob *j, const Plan *pl, double my_after)
 			if (pl->v[m]->tix == t)
 				for (r = 0; r < GS_NRES; r++)
 					d[r] += pl->v[m]->demand[r];
-		if (!(my_after < share_with(c, t, d, -1.0) - 1e-12))
+		if (!fair_ok(s, t, NULL, d))
 			return false;
 	}
 	return true;
 }
 
 /*
- * Greedy plan over cands[0..n) (already in cost order): release victims
- * until J fits, then restore those it does not need. Leaves the model as it
- * found it. Returns false if even all of them are not enough.
+ * Greedy plan over cands[0..n) (in victim order): release victims until J
+ * fits, then restore those it does not need. The next victim comes from the
+ * team with the highest share once the victims already taken from it are
+ * counted out; a victim the fair-share rule refuses at that point is
+ * skipped. Leaves the model as it found it. Returns false if even all of
+ * them are not enough.
  */
 static bool
-greedy_plan(GsPlacer *p, GsJob *j, Cand *cands, int n, double free_gpus, Plan *out)
+greedy_plan(GsPlacer *p, Search *s, Cand *cands, int n, double free_gpus, Plan *out)
 {
+	GsCluster  *c = s->c;
+	GsJob	   *j = s->j;
 	int			k,
-				used = 0;
+				used = 0,
+				t;
 	bool		ok = false;
 	GsRunning **chosen = palloc(sizeof(GsRunning *) * Max(n, 1));
+	double	   *lost_of = palloc(sizeof(double) * Max(n, 1));
+	int		   *g_cur = palloc(sizeof(int) * Max(n, 1));
+	int		   *g_end = palloc(sizeof(int) * Max(n, 1));
+	int			ng = 0;
 	double		need = j->gpus * j->workers;
 	double		have = free_gpus;
 	double		next_try = need;
 
+	/* candidates come grouped by team, each group in the team's order */
 	for (k = 0; k < n; k++)
 	{
-		if (cands[k].r->taken || cands[k].r->released)
-			continue;
-		gs_model_release(p, cands[k].r, true);
-		chosen[used++] = cands[k].r;
-		have += cands[k].r->gpus_total;
+		if (k == 0 || cands[k].r->tix != cands[k - 1].r->tix)
+		{
+			g_cur[ng] = k;
+			g_end[ng++] = k;
+		}
+		g_end[ng - 1] = k + 1;
+	}
+	memset(s->rem, 0, sizeof(double) * GS_NRES * Max(c->nteams, 1));
+	for (;;)
+	{
+		int			bg = -1;
+		double		bshare = 0;
+		GsRunning  *r;
+
+		/* the next candidate of the team with the highest share now */
+		for (k = 0; k < ng; k++)
+		{
+			double		sh;
+
+			while (g_cur[k] < g_end[k] && (cands[g_cur[k]].r->taken || cands[g_cur[k]].r->released))
+				g_cur[k]++;
+			if (g_cur[k] >= g_end[k])
+				continue;
+			r = cands[g_cur[k]].r;
+			sh = (r->tix >= 0) ? share_with(c, r->tix, &s->rem[r->tix * GS_NRES], -1.0) : 0;
+			if (bg < 0 || sh > bshare + 1e-12)
+			{
+				bg = k;
+				bshare = sh;
+			}
+		}
+		if (bg < 0)
+			break;
+		t = g_cur[bg]++;
+		r = cands[t].r;
+		if (r->tix >= 0 && r->tix != j->tix && !team_borrows(c, r->tix, r->pool, &s->rem[r->tix * GS_NRES]))
+			continue;			/* its team is back within its quota */
+		if (r->tix >= 0 && !fair_ok(s, r->tix, &s->rem[r->tix * GS_NRES], r->demand))
+		{
+			s->fair_skips++;
+			continue;			/* the rule refuses it with the team's earlier victims gone */
+		}
+		gs_model_release(p, r, true);
+		if (r->tix >= 0)
+		{
+			int			q;
+
+			for (q = 0; q < GS_NRES; q++)
+				s->rem[r->tix * GS_NRES + q] += r->demand[q];
+		}
+		lost_of[used] = cands[t].lost;
+		chosen[used++] = r;
+		have += r->gpus_total;
 		/*
 		 * Placing is only worth trying once enough GPUs could be free, and
 		 * after a try that failed only once a fifth more is: the probes grow
@@ -279,6 +433,8 @@ greedy_plan(GsPlacer *p, GsJob *j, Cand *cands, int n, double free_gpus, Plan *o
 	out->n = 0;
 	out->max_prio = INT32_MIN;
 	out->lost = 0;
+	out->gpus = 0;
+	out->team_key = 1e300;
 	out->v = palloc(sizeof(GsRunning *) * Max(used, 1));
 	for (k = 0; k < used; k++)
 	{
@@ -286,69 +442,167 @@ greedy_plan(GsPlacer *p, GsJob *j, Cand *cands, int n, double free_gpus, Plan *o
 			continue;
 		if (ok)
 		{
-			int			c;
+			GsRunning  *r = chosen[k];
 
-			out->v[out->n++] = chosen[k];
-			out->max_prio = Max(out->max_prio, chosen[k]->priority);
-			for (c = 0; c < n; c++)
-				if (cands[c].r == chosen[k])
-					out->lost += cands[c].lost;
+			out->v[out->n++] = r;
+			out->max_prio = Max(out->max_prio, r->priority);
+			out->lost += lost_of[k];
+			out->gpus += r->gpus_total;
+			out->team_key = Min(out->team_key, r->tix >= 0 ? gs_dominant_share(c, r->tix) : 0);
 		}
 		gs_model_release(p, chosen[k], false);
 	}
 	pfree(chosen);
+	pfree(lost_of);
+	pfree(g_cur);
+	pfree(g_end);
 	return ok && out->n > 0;
 }
 
+/* GPUs of one allocation's devices. */
+static double
+alloc_gpus(const GsCluster *c, const GsAlloc *a)
+{
+	int			slices = Max(c->nodes[a->node].slices, 1);
+
+	return (double) __builtin_popcountll(a->devmask) * a->nslices / slices;
+}
+
 /*
- * After a nomination the model holds both the victims (still running) and
- * the preemptor's planned placement; on each node the host resources they
- * both use count once, the larger of the two.
+ * J was placed on the model with `rs` (its victims and the rest of earlier
+ * victims it may use) released. J takes over what it uses of them: whole
+ * devices leave their allocs, and on each node the host resources J and
+ * they both use count once (the larger). uses[k] says whether J needs
+ * rs[k] to go at all. The trimmed victims are then back in the model, their
+ * rest being whole devices only.
  */
 static void
-credit_replaced(GsPlacer *p, GsCluster *c, GsJob *j, Plan *plan)
+take_over(GsPlacer *p, GsCluster *c, GsJob *j, GsRunning **rs, int nr, bool *uses)
 {
 	int			w,
-				i,
-				k;
+				k,
+				m;
 
+	for (k = 0; k < nr; k++)
+		uses[k] = false;
 	for (w = 0; w < j->workers; w++)
 	{
 		int			ni = j->assign[w].node;
 		double		jc = 0,
 					jm = 0,
-					jn = 0,
-					vc = 0,
-					vm = 0,
-					vn = 0;
+					jn = 0;
+		uint8_t		jbits[GS_MAX_GPUS];
+		uint64_t	jdev = 0;
 		bool		first = true;
+		int			dv;
 
 		for (k = 0; k < w; k++)
 			if (j->assign[k].node == ni)
 				first = false;
 		if (!first)
 			continue;			/* each node once */
+		memset(jbits, 0, sizeof(jbits));
 		for (k = 0; k < j->workers; k++)
 			if (j->assign[k].node == ni)
 			{
+				GsAssign   *a = &j->assign[k];
+
 				jc += j->cpus;
 				jm += j->mem;
 				jn += j->net;
+				jdev |= a->devmask;
+				for (dv = 0; dv < GS_MAX_GPUS; dv++)
+					if (a->devmask & (UINT64_C(1) << dv))
+						jbits[dv] |= (uint8_t) (((1 << a->nslices) - 1) << a->first_slice);
 			}
-		for (i = 0; i < plan->n; i++)
-			for (k = 0; k < plan->v[i]->nalloc; k++)
-				if (plan->v[i]->allocs[k].node == ni)
+		for (k = 0; k < nr; k++)
+			for (m = 0; m < rs[k]->nalloc; m++)
+			{
+				GsAlloc    *a = &rs[k]->allocs[m];
+				double		g;
+
+				if (a->node != ni)
+					continue;
+				if (a->devmask & jdev)
 				{
-					vc += plan->v[i]->allocs[k].cpus;
-					vm += plan->v[i]->allocs[k].mem;
-					vn += plan->v[i]->allocs[k].net;
+					uses[k] = true;
+					for (dv = 0; dv < GS_MAX_GPUS; dv++)
+						if (a->devmask & jdev & (UINT64_C(1) << dv))
+						{
+							uint8_t		vb = (uint8_t) (((1 << a->nslices) - 1) << a->first_slice);
+
+							if ((vb & ~jbits[dv]) == 0)
+								a->devmask &= ~(UINT64_C(1) << dv);
+							else
+								rs[k]->shareable = false;	/* a device shared at slice level */
+						}
 				}
-		gs_model_credit(p, ni, Min(jc, vc), Min(jm, vm), Min(jn, vn));
+				g = Min(jc, a->cpus);
+				a->cpus -= g;
+				jc -= g;
+				if (g > 0)
+					uses[k] = true;
+				g = Min(jm, a->mem);
+				a->mem -= g;
+				jm -= g;
+				if (g > 0)
+					uses[k] = true;
+				g = Min(jn, a->net);
+				a->net -= g;
+				jn -= g;
+				if (g > 0)
+					uses[k] = true;
+			}
+	}
+	for (k = 0; k < nr; k++)
+	{
+		gs_model_release(p, rs[k], false);
+		/*
+		 * What host resources it keeps stay taken until it goes: a later
+		 * preemptor of the round may wait for its devices only (a job is
+		 * placed once no slot it holds is allocated, which says nothing of
+		 * cpus, memory or network).
+		 */
+		for (m = 0; m < rs[k]->nalloc; m++)
+			rs[k]->allocs[m].cpus = rs[k]->allocs[m].mem = rs[k]->allocs[m].net = 0;
 	}
 }
 
+/* What a victim chosen this round still holds that its preemptor did not take. */
+double
+gs_victim_rest_gpus(const GsCluster *c, const GsRunning *r)
+{
+	double		g = 0;
+	int			m;
+
+	for (m = 0; m < r->nalloc; m++)
+		if (r->allocs[m].node >= 0)
+			g += alloc_gpus(c, &r->allocs[m]);
+	return g;
+}
+
+/* Does a victim chosen this round still hold a device its preemptor does not take? */
+static bool
+has_rest(const GsRunning *r)
+{
+	int			m;
+
+	for (m = 0; m < r->nalloc; m++)
+		if (r->allocs[m].node >= 0 && r->allocs[m].devmask != 0)
+			return true;
+	return false;
+}
+
+static void
+add_part(StringInfo s, int n, const char *one, const char *many)
+{
+	if (n <= 0)
+		return;
+	appendStringInfo(s, "%s%d %s", s->len > 0 ? ", " : "", n, n == 1 ? one : many);
+}
+
 bool
-gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runtime_s)
+gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runtime_s, GsFairRule rule)
 {
 	GsCluster  *c = st->cluster;
 	Cand	   *cands;
@@ -356,53 +610,107 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 				i,
 				d;
 	double		jd[GS_NRES] = {j->gpus * j->workers, j->cpus * j->workers, j->mem * j->workers, j->net * j->workers};
-	double		my_after;
 	double		free_gpus = 0;
 	Plan		best = {0},
 				plan;
 	GsWhy		why;
+	Search		s;
+	GsRunning **rest;
+	int			nrest = 0;
+	int			n_young = 0,
+				n_fixed = 0,
+				n_guaranteed = 0,
+				n_fair = 0;
 
+	j->preempt_refused = NULL;
 	if (j->tix < 0)
 		return false;
 	if (!st->running_loaded)
 		return false;
-	my_after = share_with(c, j->tix, jd, 1.0);
+	s.c = c;
+	s.j = j;
+	s.rule = rule;
+	s.my_after = share_with(c, j->tix, jd, 1.0);
+	s.rem = palloc0(sizeof(double) * GS_NRES * Max(c->nteams, 1));
+	s.fair_skips = 0;
 	for (i = 0; i < c->npools && i < 64; i++)
 		if (j->pool_mask & (UINT64_C(1) << i))
 			free_gpus += Max(c->pools[i].capacity[GS_GPU] - c->pools[i].used[GS_GPU], 0);
 
 	cands = palloc(sizeof(Cand) * Max(st->nrunning, 1));
+	rest = palloc(sizeof(GsRunning *) * Max(st->nrunning, 1));
 	for (i = 0; i < st->nrunning && nc < MAX_CANDIDATES; i++)
 	{
 		GsRunning  *r = &st->running[i];
-		bool		ok = false;
 
-		if (r->taken || !r->preemptible || r->pool < 0 || r->nalloc == 0)
+		if (r->pool < 0 || r->nalloc == 0 || !(j->pool_mask & (UINT64_C(1) << r->pool)))
 			continue;
-		if (!(j->pool_mask & (UINT64_C(1) << r->pool)))
-			continue;
-		if (r->since + (int64_t) min_runtime_s * 1000000 > st->now)
-			continue;
-		if (r->tix == j->tix)
-			ok = (r->priority < j->priority);	/* priority */
-		else if (j->quota_blocked)
-			ok = false;			/* its own quota blocks it: only its team's work */
-		else if (r->borrowed && r->tix >= 0)
+		if (r->taken)
 		{
-			if (!j->try_borrowing)
-				ok = true;		/* reclaim */
-			else
-				ok = (my_after < share_with(c, r->tix, r->demand, -1.0) - 1e-12);	/* fair share */
-		}
-		if (!ok)
+			/* the rest of an earlier victim of this round: free for J, once it goes */
+			if (r->shareable && !j->quota_blocked && has_rest(r))
+				rest[nrest++] = r;
 			continue;
+		}
+		if (r->tix == j->tix)
+		{
+			if (!(r->priority < j->priority))
+				continue;		/* priority: only lower */
+		}
+		else if (j->quota_blocked)
+			continue;			/* its own quota blocks it: only its team's work */
+		else if (!r->borrowed || r->tix < 0 || !team_borrows(c, r->tix, r->pool, NULL))
+		{
+			n_guaranteed++;
+			continue;
+		}
+		else if (j->try_borrowing && !fair_ok(&s, r->tix, NULL, r->demand))
+		{
+			n_fair++;			/* fair share refused (a reclaim needs no test) */
+			continue;
+		}
+		if (!r->preemptible)
+		{
+			n_fixed++;
+			continue;
+		}
+		if (r->since + (int64_t) min_runtime_s * 1000000 > st->now)
+		{
+			n_young++;
+			continue;
+		}
 		cands[nc].r = r;
 		cands[nc].lost = r->gpus_total * ((double) Max(st->now - r->checkpoint, 0) / 1000000.0) +
 			(double) restart_cost_s * r->gpus_total;
+		cands[nc].share = (r->tix >= 0) ? gs_dominant_share(c, r->tix) : 0;
 		nc++;
 	}
-	if (nc == 0)
+	if (nc == 0 && nrest == 0)
+	{
+		StringInfoData w;
+
+		/*
+		 * Said only when some gang could have been a victim but for a rule
+		 * (fair share, min_runtime, non-preemptible): a job with nothing to
+		 * preempt at all is not told that preemption was considered.
+		 */
+		if (n_fair + n_young + n_fixed == 0)
+			return false;
+		initStringInfo(&w);
+		add_part(&w, n_fair, s.rule == GS_FAIR_FINAL_SHARE ?
+				 "borrowed gang would leave its team below this job's team (fair share, final_share)" :
+				 "borrowed gang is of a team not above this job's team (fair share, initial_share)",
+				 s.rule == GS_FAIR_FINAL_SHARE ?
+				 "borrowed gangs would leave their team below this job's team (fair share, final_share)" :
+				 "borrowed gangs are of teams not above this job's team (fair share, initial_share)");
+		add_part(&w, n_young, "gang started less than gangsched.min_runtime ago",
+				 "gangs started less than gangsched.min_runtime ago");
+		add_part(&w, n_fixed, "gang is not preemptible", "gangs are not preemptible");
+		add_part(&w, n_guaranteed, "gang of another team runs within its quota",
+				 "gangs of other teams run within their quota");
+		j->preempt_refused = w.data;
 		return false;
+	}
 	/* not enough GPUs even if every candidate left: no search */
 	{
 		double		sum = free_gpus;
@@ -410,116 +718,159 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 		for (i = 0; i < nc; i++)
 			sum += cands[i].r->gpus_total;
 		if (sum + 1e-9 < jd[GS_GPU])
+		{
+			j->preempt_refused = psprintf("the %d gang%s it may preempt and the free GPUs hold %g GPUs, it needs %g",
+										  nc, nc == 1 ? "" : "s", sum, jd[GS_GPU]);
 			return false;
+		}
 	}
 	qsort(cands, nc, sizeof(Cand), cmp_cand);
 
 	search_state = st;
 	probes_left = MAX_PROBES_PER_SEARCH;
 	gs_placer_ignore_memo(p, true);
-	/* all candidates, in cost order */
-	if (!greedy_plan(p, j, cands, nc, free_gpus, &best))
+	for (i = 0; i < nrest; i++)
+		gs_model_release(p, rest[i], true);
+
+	/* what earlier victims of the round leave may be enough alone */
+	if (nrest > 0 && fits(p, j))
+		best.n = 0;				/* nothing more to preempt: it waits for those rests */
+	else if (nc == 0 || !greedy_plan(p, &s, cands, nc, free_gpus, &best))
 	{
+		for (i = 0; i < nrest; i++)
+			gs_model_release(p, rest[i], false);
 		gs_placer_ignore_memo(p, false);
+		if (s.fair_skips > 0)
+			j->preempt_refused = psprintf("the victims that would make room would leave their team below this job's team (fair share, %s)",
+										  s.rule == GS_FAIR_FINAL_SHARE ? "final_share" : "initial_share");
+		else
+			j->preempt_refused = psprintf("no set of the %d gang%s it may preempt makes room for its shape", nc,
+										  nc == 1 ? "" : "s");
 		return false;			/* even all of them would not make room */
 	}
-	if (!plan_fair(c, j, &best, my_after))
-		best.n = 0;				/* look for a plan that keeps the order */
-
-	/* single victims that make room alone (one large rather than many small) */
+	else
 	{
-		Cand	   *big = palloc(sizeof(Cand) * nc);
+		if (!plan_fair(&s, &best))
+			best.n = 0;			/* look for a plan that keeps the rule */
 
-		memcpy(big, cands, sizeof(Cand) * nc);
-		qsort(big, nc, sizeof(Cand), cmp_larger);
-		for (i = 0; i < nc && i < MAX_SINGLES; i++)
-			if (greedy_plan(p, j, &big[i], 1, free_gpus, &plan) && plan_fair(c, j, &plan, my_after) &&
-				plan_better(&plan, &best))
-				best = plan;
-		pfree(big);
-	}
-
-	/* the candidates of one topology domain at a time, most promising first */
-	for (d = c->nlevels; d >= 1; d--)
-	{
-		int			ndom = c->ndom[d];
-		double	   *gain = palloc0(sizeof(double) * Max(ndom, 1));
-		int			pick;
-
-		for (i = 0; i < nc; i++)
+		/* single victims that make room alone (one large rather than many small) */
 		{
-			GsRunning  *r = cands[i].r;
-			int			dom = c->nodes[r->allocs[0].node].dom[d];
-			int			k;
-			bool		one = true;
+			Cand	   *big = palloc(sizeof(Cand) * nc);
 
-			for (k = 1; k < r->nalloc; k++)
-				if (c->nodes[r->allocs[k].node].dom[d] != dom)
-					one = false;
-			if (one)
-				gain[dom] += r->gpus_total + 1.0;
+			memcpy(big, cands, sizeof(Cand) * nc);
+			qsort(big, nc, sizeof(Cand), cmp_larger);
+			for (i = 0; i < nc && i < MAX_SINGLES; i++)
+				if (greedy_plan(p, &s, &big[i], 1, free_gpus, &plan) && plan_fair(&s, &plan) &&
+					plan_better(&plan, &best, jd[GS_GPU]))
+					best = plan;
+			pfree(big);
 		}
-		for (pick = 0; pick < MAX_DOMAINS_PER_DEPTH; pick++)
-		{
-			int			bi = -1,
-						k,
-						m = 0;
-			Cand	   *sub;
 
-			for (k = 0; k < ndom; k++)
-				if (gain[k] > 0 && (bi < 0 || gain[k] > gain[bi]))
-					bi = k;
-			if (bi < 0)
-				break;
-			gain[bi] = 0;
-			sub = palloc(sizeof(Cand) * nc);
+		/* the candidates of one topology domain at a time, most promising first */
+		for (d = c->nlevels; d >= 1; d--)
+		{
+			int			ndom = c->ndom[d];
+			double	   *gain = palloc0(sizeof(double) * Max(ndom, 1));
+			int			pick;
+
 			for (i = 0; i < nc; i++)
 			{
 				GsRunning  *r = cands[i].r;
-				bool		inside = true;
+				int			dom = c->nodes[r->allocs[0].node].dom[d];
+				int			k;
+				bool		one = true;
 
-				for (k = 0; k < r->nalloc; k++)
-					if (c->nodes[r->allocs[k].node].dom[d] != bi)
-						inside = false;
-				if (inside)
-					sub[m++] = cands[i];
+				for (k = 1; k < r->nalloc; k++)
+					if (c->nodes[r->allocs[k].node].dom[d] != dom)
+						one = false;
+				if (one)
+					gain[dom] += r->gpus_total + 1.0;
 			}
-			if (m > 0 && greedy_plan(p, j, sub, m, free_gpus, &plan) && plan_fair(c, j, &plan, my_after) &&
-				plan_better(&plan, &best))
-				best = plan;
-			pfree(sub);
+			for (pick = 0; pick < MAX_DOMAINS_PER_DEPTH; pick++)
+			{
+				int			bi = -1,
+							k,
+							m = 0;
+				Cand	   *sub;
+
+				for (k = 0; k < ndom; k++)
+					if (gain[k] > 0 && (bi < 0 || gain[k] > gain[bi]))
+						bi = k;
+				if (bi < 0)
+					break;
+				gain[bi] = 0;
+				sub = palloc(sizeof(Cand) * nc);
+				for (i = 0; i < nc; i++)
+				{
+					GsRunning  *r = cands[i].r;
+					bool		inside = true;
+
+					for (k = 0; k < r->nalloc; k++)
+						if (c->nodes[r->allocs[k].node].dom[d] != bi)
+							inside = false;
+					if (inside)
+						sub[m++] = cands[i];
+				}
+				if (m > 0 && greedy_plan(p, &s, sub, m, free_gpus, &plan) && plan_fair(&s, &plan) &&
+					plan_better(&plan, &best, jd[GS_GPU]))
+					best = plan;
+				pfree(sub);
+			}
+			pfree(gain);
 		}
-		pfree(gain);
+
+		if (best.n == 0)
+		{
+			for (i = 0; i < nrest; i++)
+				gs_model_release(p, rest[i], false);
+			gs_placer_ignore_memo(p, false);
+			j->preempt_refused = psprintf("every set of victims that makes room would leave a team below this job's team (fair share, %s)",
+										  s.rule == GS_FAIR_FINAL_SHARE ? "final_share" : "initial_share");
+			return false;		/* no plan keeps the fair-share rule */
+		}
 	}
 
-	if (best.n == 0)
-	{
-		gs_placer_ignore_memo(p, false);
-		return false;			/* no plan keeps the fair-share order */
-	}
-
-	/* carry out the best plan in the model: release, place, take back */
+	/* carry out the best plan in the model: release, place, take over */
 	for (i = 0; i < best.n; i++)
 		gs_model_release(p, best.v[i], true);
 	if (!gs_place(p, j, &why))
 	{
 		for (i = 0; i < best.n; i++)
 			gs_model_release(p, best.v[i], false);
+		for (i = 0; i < nrest; i++)
+			gs_model_release(p, rest[i], false);
 		gs_placer_ignore_memo(p, false);
 		return false;
 	}
 	gs_placer_ignore_memo(p, false);
 	j->placed = false;			/* it is nominated, not placed */
-	for (i = 0; i < best.n; i++)
 	{
-		gs_model_release(p, best.v[i], false);
-		best.v[i]->taken = true;
+		int			nall = best.n + nrest;
+		GsRunning **all = palloc(sizeof(GsRunning *) * Max(nall, 1));
+		bool	   *uses = palloc(sizeof(bool) * Max(nall, 1));
+
+		for (i = 0; i < best.n; i++)
+		{
+			all[i] = best.v[i];
+			best.v[i]->taken = true;
+			best.v[i]->shareable = true;
+		}
+		for (i = 0; i < nrest; i++)
+			all[best.n + i] = rest[i];
+		take_over(p, c, j, all, nall, uses);
+		j->nwaits = 0;
+		j->waits = palloc(sizeof(GsRunning *) * Max(nrest, 1));
+		for (i = 0; i < nrest; i++)
+			if (uses[best.n + i])
+				j->waits[j->nwaits++] = rest[i];
 	}
-	credit_replaced(p, c, j, &best);
 	j->nominated = true;
 	j->nvictims = best.n;
 	j->victims = best.v;
-	j->victim_cost = best.lost;
-	j->trigger = (best.v[0]->tix == j->tix) ? "priority" : (j->try_borrowing ? "fair share" : "reclaim");
+	j->victim_cost = best.n > 0 ? best.lost : 0;
+	if (best.n > 0 && best.v[0]->tix == j->tix)
+		j->trigger = "priority";
+	else
+		j->trigger = j->try_borrowing ? "fair share" : "reclaim";
 	return true;
 }

@@ -11,11 +11,24 @@
 #include "loader.h"
 #include "placement.h"
 
+/* gangsched.fair_preemption */
+typedef enum GsFairRule
+{
+	GS_FAIR_FINAL_SHARE = 0,	/* with J, its team ends at or below the victim team's share after the swap */
+	GS_FAIR_INITIAL_SHARE		/* with J, its team ends below the victim team's share before the swap */
+} GsFairRule;
+
 /*
  * Try to nominate `j` (which just failed to fit): on success the job has
  * its planned placement in j->assign, its victims in j->victims (marked
- * taken), j->nominated set, and the model holds its capacity.
+ * taken), the earlier victims of the round whose rest it uses in j->waits,
+ * j->nominated set, and the model holds its capacity. On failure
+ * j->preempt_refused may say why.
  */
-extern bool gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runtime_s);
+extern bool gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runtime_s,
+					   GsFairRule rule);
+
+/* GPUs a victim chosen this round still holds beyond what preemptors took over. */
+extern double gs_victim_rest_gpus(const GsCluster *c, const GsRunning *r);
 
 #endif							/* GANGSCHED_PREEMPT_H */

@@ -44,6 +44,7 @@
 #include "loader.h"
 #include "order.h"
 #include "metrics.h"
+#include "preempt.h"
 #include "round.h"
 #include "schedule.h"
 #include "tenancy.h"
@@ -295,6 +296,7 @@ write_nominations(GsState *st, GsDecision *dec, TimestampTz now)
 	{
 		GsJob	   *j = &st->jobs[i];
 		StringInfoData det;
+		double		stranded = 0;
 
 		if (!j->nominated)
 			continue;
@@ -304,7 +306,19 @@ write_nominations(GsState *st, GsDecision *dec, TimestampTz now)
 		appendStringInfo(&det, ",\"lost_gpu_seconds\":%.1f,\"victims\":[", j->victim_cost);
 		for (k = 0; k < j->nvictims; k++)
 			appendStringInfo(&det, "%s" INT64_FORMAT, k ? "," : "", j->victims[k]->id);
-		appendStringInfoString(&det, "]}");
+		appendStringInfoString(&det, "]");
+		/* earlier victims of the round whose rest it waits for */
+		if (j->nwaits > 0)
+		{
+			appendStringInfoString(&det, ",\"waits_for\":[");
+			for (k = 0; k < j->nwaits; k++)
+				appendStringInfo(&det, "%s" INT64_FORMAT, k ? "," : "", j->waits[k]->id);
+			appendStringInfoChar(&det, ']');
+		}
+		/* its victims' GPUs no nomination of this round uses: idle until they go */
+		for (k = 0; k < j->nvictims; k++)
+			stranded += gs_victim_rest_gpus(c, j->victims[k]);
+		appendStringInfo(&det, ",\"stranded_gpus\":%g}", stranded);
 		n_job[nn] = j->id;
 		n_borrowed[nn] = j->borrowed;
 		n_reason[nn] = (char *) j->reason;
@@ -593,6 +607,9 @@ write_decisions(GsState *st, GsDecision *dec, TimestampTz now)
 	int			nx = 0;
 	char	  **w_reason = palloc(sizeof(char *) * Max(st->njobs, 1));
 	int			nw = 0;
+	int64	   *r_job = palloc(sizeof(int64) * Max(st->njobs, 1));
+	char	  **r_text = palloc(sizeof(char *) * Max(st->njobs, 1));
+	int			nr = 0;
 	int			i,
 				w;
 	bool	   *seen = palloc0(sizeof(bool) * Max(c->nnodes, 1));
@@ -613,6 +630,10 @@ write_decisions(GsState *st, GsDecision *dec, TimestampTz now)
 		if (j->reason == NULL && !j->expiring && i < GS_REASONS_PER_ROUND &&
 			dec->why[j - st->jobs].kind != GS_WHY_NONE)
 			j->reason = gs_why_text(c, j, &dec->why[j - st->jobs], false);
+		/* a victim search that refused it says so (and the events log, below) */
+		if (j->preempt_refused != NULL && !j->nominated && !j->expiring && i < GS_REASONS_PER_ROUND)
+			j->reason = psprintf("%s%spreemption refused: %s", j->reason ? j->reason : "",
+								 j->reason ? "; " : "", j->preempt_refused);
 		if (j->expiring)
 		{
 			x_job[nx] = j->id;
@@ -624,6 +645,12 @@ write_decisions(GsState *st, GsDecision *dec, TimestampTz now)
 		{
 			w_job[nw] = j->id;
 			w_reason[nw++] = (char *) j->reason;
+			/* once per refusal: not again while its reason keeps saying so */
+			if (j->preempt_refused != NULL && !j->nominated && !j->old_reason_refused)
+			{
+				r_job[nr] = j->id;
+				r_text[nr++] = (char *) j->preempt_refused;
+			}
 		}
 	}
 	/* the placed jobs' rows and events first: only jobs still pending count */
@@ -801,6 +828,26 @@ write_decisions(GsState *st, GsDecision *dec, TimestampTz now)
 				  "  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(job, reason)"
 				  " WHERE g.id OPERATOR(pg_catalog.=) u.job",
 				  2, types, values, SPI_OK_UPDATE);
+	}
+	/*
+	 * A refused preemption is logged when a job's reason first says so, not
+	 * every round and not each time the numbers in it change.
+	 */
+	if (nr > 0)
+	{
+		Oid			types[4] = {INT8ARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID, TEXTOID};
+		Datum		values[4];
+
+		values[0] = int8_array(r_job, nr);
+		values[1] = text_array(r_text, nr);
+		values[2] = TimestampTzGetDatum(now);
+		values[3] = CStringGetTextDatum(gs_fair_preemption == GS_FAIR_INITIAL_SHARE ? "initial_share" : "final_share");
+		exec_args("INSERT INTO gangsched.events (at, kind, job, team_id, reason, detail)"
+				  "SELECT $3, 'preemption refused', g.id, g.team_id, u.reason,"
+				  "       pg_catalog.jsonb_build_object('fair_preemption', $4)"
+				  "  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(job, reason)"
+				  "  JOIN gangsched.gangs g ON g.id OPERATOR(pg_catalog.=) u.job",
+				  4, types, values, SPI_OK_INSERT);
 	}
 	if (nx > 0)
 	{
@@ -1023,13 +1070,23 @@ gs_why_pending(PG_FUNCTION_ARGS)
 		Oid			types[1] = {INT8OID};
 		Datum		vals[1] = {Int64GetDatum(job_id)};
 
-		exec_args("SELECT g.state, g.reason,"
-				  "       (SELECT pg_catalog.count(*) FROM gangsched.gangs v"
-				  "         WHERE v.preempted_for OPERATOR(pg_catalog.=) g.id"
-				  "           AND v.state OPERATOR(pg_catalog.=) 'preempting'),"
-				  "       (SELECT pg_catalog.max(v.preempt_deadline) FROM gangsched.gangs v"
-				  "         WHERE v.preempted_for OPERATOR(pg_catalog.=) g.id"
-				  "           AND v.state OPERATOR(pg_catalog.=) 'preempting')"
+		/* its own victims, and earlier victims whose rest it holds */
+		exec_args("WITH w AS ("
+				  "  SELECT v.id, v.preempt_deadline FROM gangsched.gangs v"
+				  "   WHERE v.state OPERATOR(pg_catalog.=) 'preempting'"
+				  "     AND (v.preempted_for OPERATOR(pg_catalog.=) $1"
+				  "          OR v.id OPERATOR(pg_catalog.=) ANY ("
+				  "               SELECT hs.job FROM gangsched.holds h"
+				  "                CROSS JOIN LATERAL pg_catalog.unnest(h.devices) d(device)"
+				  "                CROSS JOIN LATERAL pg_catalog.generate_series(h.first_slice,"
+				  "                     h.first_slice OPERATOR(pg_catalog.+) h.slices OPERATOR(pg_catalog.-) 1) x(slice)"
+				  "                 JOIN gangsched.held_slots hs ON hs.node_id OPERATOR(pg_catalog.=) h.node_id"
+				  "                  AND hs.slot OPERATOR(pg_catalog.=)"
+				  "                      ((d.device OPERATOR(pg_catalog.*) 8) OPERATOR(pg_catalog.+) x.slice)"
+				  "                WHERE h.job OPERATOR(pg_catalog.=) $1)))"
+				  "SELECT g.state, g.reason,"
+				  "       (SELECT pg_catalog.count(*) FROM w),"
+				  "       (SELECT pg_catalog.max(w.preempt_deadline) FROM w)"
 				  "  FROM gangsched.gangs g WHERE g.id OPERATOR(pg_catalog.=) $1", 1, types, vals, SPI_OK_SELECT);
 		if (SPI_processed == 0)
 			ereport(ERROR, (errcode(ERRCODE_FOREIGN_KEY_VIOLATION),
@@ -1118,6 +1175,9 @@ gs_why_pending(PG_FUNCTION_ARGS)
 					break;
 			}
 			rows = lappend(rows, list_make2(psprintf("%s", reason), psprintf("%s", text)));
+			if (target->preempt_refused != NULL)
+				rows = lappend(rows, list_make2(psprintf("preemption refused"),
+												psprintf("%s", target->preempt_refused)));
 			/* the constraints that narrow where it may go */
 			{
 				GsCluster  *c = st->cluster;

@@ -8,6 +8,11 @@
  * chosen now and that capacity is kept from the later candidates of this
  * round, who may only backfill around it. Jobs whose queue timeout passed
  * are not candidates; they get the reason they would wait for now.
+ *
+ * A candidate that does not fit may get victims (preempt.c). Once it is
+ * nominated its victims leave their team's use and it joins its own, so
+ * every later decision of the round (the fair order, the next victim
+ * search and its fair-share rule) sees the swap as done.
  */
 #include "postgres.h"
 
@@ -69,6 +74,22 @@ search_key(const GsJob *j, SearchKey *k)
 	k->flags = (int16_t) ((j->try_borrowing ? 1 : 0) | (j->quota_blocked ? 2 : 0) | (j->preemptible ? 4 : 0));
 }
 
+/* A nominated job's waiting reason. */
+static char *
+nomination_reason(const GsJob *j)
+{
+	StringInfoData s;
+
+	initStringInfo(&s);
+	if (j->nvictims > 0)
+		appendStringInfo(&s, "waiting for %d job%s to release capacity (%s)",
+						 j->nvictims, j->nvictims == 1 ? "" : "s", j->trigger);
+	else
+		appendStringInfo(&s, "waiting for %d job%s preempted for other jobs to release capacity (%s)",
+						 j->nwaits, j->nwaits == 1 ? "" : "s", j->trigger);
+	return s.data;
+}
+
 /* Victim search with the round's bounds and failure memo. */
 static double search_ms = 0;
 static int	search_n = 0;
@@ -92,13 +113,23 @@ try_preempt(GsState *st, GsDecision *out, GsJob *j, HTAB *memo, int *failed)
 	if (!st->running_loaded && st->load_running)
 		st->load_running(st);
 	INSTR_TIME_SET_CURRENT(t0);
-	ok = gs_preempt(out->placer, st, j, gs_restart_cost_s, gs_min_runtime_s);
+	ok = gs_preempt(out->placer, st, j, gs_restart_cost_s, gs_min_runtime_s, (GsFairRule) gs_fair_preemption);
 	INSTR_TIME_SET_CURRENT(t1);
 	INSTR_TIME_SUBTRACT(t1, t0);
 	search_ms += INSTR_TIME_GET_MILLISEC(t1);
 	search_n++;
 	if (ok)
+	{
+		int			k;
+
+		/* its victims are leaving: later decisions of the round see them gone */
+		for (k = 0; k < j->nvictims; k++)
+			gs_unaccount_running(st->cluster, j->victims[k]);
+		out->nominated++;
+		out->preempted += j->nvictims;
+		j->reason = nomination_reason(j);
 		return true;
+	}
 	(*failed)++;
 	m = hash_search(memo, &key, HASH_ENTER, &found);
 	if (!found || j->workers < m->min_workers)
@@ -171,7 +202,7 @@ gs_decide(GsState *st, GsDecision *out)
 			char	   *qwhy = NULL;
 			uint64_t	guaranteed = j->pool_mask;
 
-			elsewhere = gs_borrow_pools(c, j, &qwhy) & ~guaranteed;
+			elsewhere = gs_borrow_pools(c, j, &qwhy) & ~guaranteed & ~gs_order_thrash_mask(out->order, j, NULL);
 
 			if (elsewhere != 0)
 			{
@@ -197,14 +228,6 @@ gs_decide(GsState *st, GsDecision *out)
 		{
 			if (try_preempt(st, out, j, memo, &failed))
 			{
-				StringInfoData s;
-
-				initStringInfo(&s);
-				appendStringInfo(&s, "waiting for %d job%s to release capacity (%s)",
-								 j->nvictims, j->nvictims == 1 ? "" : "s", j->trigger);
-				j->reason = s.data;
-				out->nominated++;
-				out->preempted += j->nvictims;
 				gs_order_placed(out->order, j);
 				continue;
 			}
@@ -262,15 +285,7 @@ gs_decide(GsState *st, GsDecision *out)
 			j->pool_mask = gs_eligible_pools(c, j);
 			if (try_preempt(st, out, j, memo, &failed))
 			{
-				StringInfoData s;
-
-				initStringInfo(&s);
-				appendStringInfo(&s, "waiting for %d job%s to release capacity (%s)",
-								 j->nvictims, j->nvictims == 1 ? "" : "s", j->trigger);
-				j->reason = s.data;
 				j->quota_blocked = false;
-				out->nominated++;
-				out->preempted += j->nvictims;
 				gs_order_placed(out->order, j);
 			}
 		}

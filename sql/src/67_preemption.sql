@@ -19,10 +19,19 @@ DECLARE
     jid   bigint;
     t     timestamptz;
 BEGIN
+    -- Ready: none of its own victims is still preempting, and no slot it
+    -- holds is still allocated (a round may let a preemptor wait for what
+    -- an earlier preemptor of the round left of its victims: those are not
+    -- its own victims).
     SELECT array_agg(g.id ORDER BY g.id) INTO ready
       FROM gangsched.gangs g
      WHERE g.state = 'nominated' AND (only_job IS NULL OR g.id = only_job)
-       AND NOT EXISTS (SELECT FROM gangsched.gangs v WHERE v.preempted_for = g.id AND v.state = 'preempting');
+       AND NOT EXISTS (SELECT FROM gangsched.gangs v WHERE v.preempted_for = g.id AND v.state = 'preempting')
+       AND NOT EXISTS (SELECT FROM gangsched.holds h
+                         CROSS JOIN LATERAL unnest(h.devices) d(device)
+                         CROSS JOIN LATERAL generate_series(h.first_slice, h.first_slice + h.slices - 1) s(slice)
+                         JOIN gangsched.held_slots hs ON hs.node_id = h.node_id AND hs.slot = d.device * 8 + s.slice
+                        WHERE h.job = g.id);
     IF ready IS NULL THEN
         RETURN 0;
     END IF;
@@ -119,6 +128,8 @@ LANGUAGE plpgsql AS $$
 DECLARE
     j gangsched.gangs;
     t timestamptz;
+    sharers bigint[];
+    s bigint;
 BEGIN
     PERFORM gangsched._require_job_agent(job, 'release');
     j := gangsched._live_job(job, ARRAY['preempting'], 'release');
@@ -134,6 +145,14 @@ BEGIN
     -- preempting, and leave it to the next round).
     PERFORM FROM gangsched.gangs g WHERE g.id = j.preempted_for FOR UPDATE;
     t := gangsched.now();   -- the release's one time: its checkpoint, its requeue
+    -- other nominated jobs that wait for part of this job's capacity (the
+    -- rest its preemptor does not take over), placed too if it was the last
+    SELECT array_agg(DISTINCT h.job ORDER BY h.job) INTO sharers
+      FROM gangsched.holds h
+     CROSS JOIN LATERAL unnest(h.devices) d(device)
+     CROSS JOIN LATERAL generate_series(h.first_slice, h.first_slice + h.slices - 1) s(slice)
+      JOIN gangsched.held_slots hs ON hs.node_id = h.node_id AND hs.slot = d.device * 8 + s.slice
+     WHERE hs.job = j.id AND h.job IS DISTINCT FROM j.preempted_for;
     IF checkpointed THEN
         UPDATE gangsched.gangs SET last_checkpoint_at = t WHERE id = j.id;
     END IF;
@@ -144,5 +163,8 @@ BEGIN
     IF j.preempted_for IS NOT NULL THEN
         PERFORM gangsched._place_ready_nominated(j.preempted_for);
     END IF;
+    FOREACH s IN ARRAY COALESCE(sharers, '{}') LOOP
+        PERFORM gangsched._place_ready_nominated(s);
+    END LOOP;
     PERFORM gangsched._wake();
 END $$;

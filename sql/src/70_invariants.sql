@@ -133,8 +133,10 @@ SELECT 4, NULL, NULL, format('history guard trigger %s on %s is missing or disab
  WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_trigger t
                     WHERE t.tgrelid = g.rel::regclass AND t.tgname = g.tgname AND t.tgenabled IN ('O', 'A'))
 UNION ALL
--- 5. a nominated job's held capacity is not allocated to another job (its
---    own victims, still draining, excepted)
+-- 5. a nominated job's held capacity is not allocated to another job
+--    (victims still draining excepted: its own, or those of an earlier
+--    preemptor of the same round whose rest it waits for, as its
+--    'nominated' event records them in waits_for)
 SELECT 5, h.job, n.name, format('slot %s held for nominated job %s is allocated to job %s (%s)', hs.slot, h.job, hs.job, v.state)
   FROM gangsched.holds h JOIN gangsched.nodes n ON n.id = h.node_id
  CROSS JOIN LATERAL unnest(h.devices) d(device)
@@ -142,7 +144,11 @@ SELECT 5, h.job, n.name, format('slot %s held for nominated job %s is allocated 
   JOIN gangsched.held_slots hs ON hs.node_id = h.node_id AND hs.slot = d.device * 8 + s.slice
   JOIN gangsched.gangs v ON v.id = hs.job
  WHERE hs.job <> h.job
-   AND NOT (v.state = 'preempting' AND v.preempted_for = h.job)
+   AND NOT (v.state = 'preempting'
+            AND (v.preempted_for = h.job
+                 OR EXISTS (SELECT FROM gangsched.events e
+                             WHERE e.job = h.job AND e.kind = 'nominated'
+                               AND e.detail->'waits_for' @> to_jsonb(v.id))))
 UNION ALL
 SELECT 5, NULL, n.name, format('node over-committed with the capacity held on it: held cpus %s, mem_gb %s, net_gbps %s, allocated to others %s, %s, %s; the node has %s, %s, %s',
                                h.cpus, h.mem, h.net, COALESCE(o.cpus, 0), COALESCE(o.mem, 0), COALESCE(o.net, 0), n.cpus, n.mem_gb, n.net_gbps)
@@ -151,7 +157,12 @@ SELECT 5, NULL, n.name, format('node over-committed with the capacity held on it
   LEFT JOIN (SELECT c.node_id, sum(c.cpus) cpus, sum(c.mem_gb) mem, sum(c.net_gbps) net
                FROM cur c JOIN gangsched.gangs v ON v.id = c.job
               WHERE NOT (v.state = 'preempting'
-                         AND EXISTS (SELECT FROM gangsched.holds h2 WHERE h2.job = v.preempted_for AND h2.node_id = c.node_id))
+                         AND EXISTS (SELECT FROM gangsched.holds h2
+                                      WHERE h2.node_id = c.node_id
+                                        AND (h2.job = v.preempted_for
+                                             OR EXISTS (SELECT FROM gangsched.events e
+                                                         WHERE e.job = h2.job AND e.kind = 'nominated'
+                                                           AND e.detail->'waits_for' @> to_jsonb(v.id)))))
               GROUP BY c.node_id) o ON o.node_id = h.node_id
  WHERE h.cpus + COALESCE(o.cpus, 0) > n.cpus OR h.mem + COALESCE(o.mem, 0) > n.mem_gb OR h.net + COALESCE(o.net, 0) > n.net_gbps
 UNION ALL

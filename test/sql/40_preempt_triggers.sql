@@ -2,7 +2,9 @@
 --   reclaim: a job within its team's nominal quota takes back capacity
 --            another team borrows;
 --   fair share: a borrowing job preempts another team's borrowed gang only
---            if its team's dominant share stays below the victim team's;
+--            if its team's dominant share, with the job, ends at or below
+--            the victim team's without its victims (final_share, the
+--            default; 46_preempt_fair_round.sql has both rules);
 --   priority: within one team, higher priority over lower.
 -- Never: a non-preemptible gang, another team's guaranteed work, a gang
 -- younger than gangsched.min_runtime, a swap that would not keep the share
@@ -128,9 +130,10 @@ SELECT * FROM gangsched.check_invariants();
 SELECT gangsched.job_released((SELECT job FROM gangsched.jobs WHERE name = 'b1'));
 SELECT * FROM pg_temp.start_all();
 SELECT team, used_gpus, dominant_share FROM gangsched.team_shares ORDER BY team;
--- a asks for 8 more: after a swap a would hold 0.5 and b 0.5; a's share
--- would not stay below b's, so nothing is preempted (neither this round
--- nor later ones)
+-- a asks for 8 more: after a swap a would hold 0.5 and b 0.5: level, which
+-- final_share allows (a strict "below" would leave a at a third of b's
+-- share for ever), so b2 is preempted; the next round preempts nothing
+-- more (b at 0.5 may not take back: it would end above a)
 SET gangsched.clock_override = '2030-01-01 02:00:00+00';
 SELECT gangsched.submit('a', 1, 8, name => 'a2');
 SELECT * FROM pg_temp.round();
@@ -158,10 +161,10 @@ SELECT * FROM pg_temp.jobs();
 SELECT * FROM pg_temp.plans();
 SELECT * FROM gangsched.check_invariants();
 
--- The swap is the whole plan: b holds all 32 GPUs and a asks for 16 (two
--- of b's gangs). Each of b's gangs alone would leave b at 0.75, above a's
--- 0.5, but the two together leave b at 0.5: a would not stay below, so
--- nothing is preempted. An 8-GPU job of a (0.25 against 0.75) may.
+-- The swap is the whole plan: b holds all 32 GPUs and a asks for 24 (three
+-- of b's gangs). Each of b's gangs alone would leave b at 0.75, level with
+-- a's 0.75, but the three together leave b at 0.25: a would end above b,
+-- so nothing is preempted. An 8-GPU job of a (0.25 against 0.75) may.
 DROP EXTENSION gangsched;
 CREATE EXTENSION gangsched;
 SET gangsched.clock_override = '2030-01-01 00:00:00+00';
@@ -171,11 +174,12 @@ SELECT gangsched.submit('b', 1, 8, name => 'b' || i) FROM generate_series(1, 4) 
 SELECT * FROM pg_temp.round();
 SELECT * FROM pg_temp.start_all();
 SET gangsched.clock_override = '2030-01-01 01:00:00+00';
-SELECT gangsched.submit('a', 2, 8, name => 'a16');
+SELECT gangsched.submit('a', 3, 8, name => 'a24');
 SELECT * FROM pg_temp.round();
 SELECT name, state FROM gangsched.jobs ORDER BY job;
 SELECT * FROM pg_temp.plans();
-SELECT gangsched.cancel((SELECT job FROM gangsched.jobs WHERE name = 'a16'));
+SELECT job, kind, reason FROM gangsched.events WHERE kind = 'preemption refused' ORDER BY id;
+SELECT gangsched.cancel((SELECT job FROM gangsched.jobs WHERE name = 'a24'));
 SELECT gangsched.submit('a', 1, 8, name => 'a8');
 SELECT * FROM pg_temp.round();
 SELECT * FROM pg_temp.plans();

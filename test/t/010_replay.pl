@@ -97,7 +97,11 @@ fields(
 		makespan_s => 4800, jct_mean_s => 3900, jct_p50_s => 3900, jct_p95_s => 4170,
 		wait_mean_s => 1500, wait_p95_s => 2850, gpu_alloc_ratio => 1, contended_s => 3000,
 		preemptions => 0, kills => 0, lost_gpu_hours => 0, partial_placements => 0,
-		invariant_violations => 0, jain_fairness => 0.5, nodes => 2, gpus => 8
+		invariant_violations => 0, jain_fairness => 0.5, nodes => 2, gpus => 8,
+		# j1 borrows (b's quota is 4), j2 runs within a's quota after 3000 s
+		placed_borrowed => 1, placed_guaranteed => 1, wait_borrowed_mean_s => 0,
+		wait_guaranteed_mean_s => 3000, preemptions_per_job => 0, preempted_jobs => 0,
+		max_preemptions_job => 0, nominations => 0, stranded_gpus => 0, idle_gpu_hours_waiting => 0
 	},
 	'fifo');
 fields(
@@ -107,7 +111,13 @@ fields(
 		makespan_s => 4830, jct_mean_s => 3030, jct_p50_s => 3030, jct_p95_s => 4650,
 		wait_mean_s => 15, wait_p95_s => 28.5, gpu_alloc_ratio => 0.5122, contended_s => 1230,
 		preemptions => 1, kills => 0, lost_gpu_hours => 0, partial_placements => 0,
-		invariant_violations => 0
+		invariant_violations => 0,
+		# j2 (guaranteed) waits 30 s for j1's release; j1 (borrowed) none. j2
+		# uses 4 of j1's 8 GPUs: the other 4 are stranded. Idle while waiting:
+		# 8 GPUs x 1230 s contended - 5040 GPU-s allocated = 4800 GPU-s
+		placed_borrowed => 1, placed_guaranteed => 1, wait_borrowed_mean_s => 0,
+		wait_guaranteed_mean_s => 30, preemptions_per_job => 0.3333, preempted_jobs => 1,
+		max_preemptions_job => 1, nominations => 1, stranded_gpus => 4, idle_gpu_hours_waiting => 1.33
 	},
 	'drf');
 cmp_ok($r->{drf}{invariant_checks}, '>=', 1, 'drf: check_invariants() ran');

@@ -165,6 +165,15 @@ typedef struct Result
 	double		contended_s;
 	int			preemptions;
 	int			kills;
+	int			preempted_jobs;	/* jobs preempted at least once */
+	int			max_preemptions_job;	/* the most any one job was preempted */
+	double		wait_guaranteed_mean;	/* of jobs first placed within nominal quota */
+	double		wait_borrowed_mean; /* of jobs first placed on borrowed capacity */
+	int			placed_guaranteed,
+				placed_borrowed;
+	double		idle_gpu_hours_waiting; /* capacity not allocated while some job waited */
+	int			nominations;
+	double		stranded_gpus;	/* victims' GPUs no preemptor of their round used */
 	double		lost_gpu_hours;
 	int			partial_placements;
 	int			invariant_violations;

@@ -67,6 +67,8 @@ typedef struct SimJob
 	bool		blocked;		/* pending and passed over by a round */
 	double		gpus;			/* workers x GPUs per worker */
 	int			run_ix;			/* position in Sim.running, -1 */
+	bool		first_borrowed; /* its first placement was on borrowed capacity */
+	int			npreempt;		/* times it was told to stop */
 } SimJob;
 
 typedef enum
@@ -371,6 +373,7 @@ advance(Sim *s, int64_t t)
 
 		s->r->contended_s += dt;
 		s->alloc_c += s->alloc * dt;
+		s->r->idle_gpu_hours_waiting += ((double) s->c->gpus - s->alloc) * dt / 3600.0;
 		s->cap_c += (double) s->c->gpus * dt;
 		for (i = 0; i < nt; i++)
 			d[i] = s->team_alloc[i] + s->team_wait[i];
@@ -490,9 +493,10 @@ static const char *start_and_feed =
 "         WHERE g.state = 'placed'\n"
 "         GROUP BY g.id, g.workers) x;\n"
 "SELECT e.id, e.kind, e.job, extract(epoch FROM e.at)::bigint,\n"
-"       COALESCE(extract(epoch FROM (e.detail->>'deadline')::timestamptz)::bigint, 0), e.reason\n"
+"       COALESCE(extract(epoch FROM (e.detail->>'deadline')::timestamptz)::bigint, 0), e.reason,\n"
+"       COALESCE((e.detail->>'stranded_gpus')::float8, 0)\n"
 "  FROM gangsched.events e\n"
-" WHERE e.id > %lld AND e.kind IN ('placed', 'preempting', 'requeued', 'expired')\n"
+" WHERE e.id > %lld AND e.kind IN ('placed', 'preempting', 'requeued', 'expired', 'nominated')\n"
 " ORDER BY e.id;\n";
 
 /* Agents report the periodic checkpoints written since their last report. */
@@ -537,7 +541,7 @@ add_checkpoints(Sim *s)
 /* ---- reacting to the scheduler's decisions -------------------------------------- */
 
 static void
-on_placed(Sim *s, int ix)
+on_placed(Sim *s, int ix, const char *reason)
 {
 	SimJob	   *j = &s->j[ix];
 	int			team = s->tr->jobs[ix].team;
@@ -550,7 +554,11 @@ on_placed(Sim *s, int ix)
 	j->ckpt_reported = -1;
 	j->stopped = false;
 	if (j->first_placed < 0)
+	{
 		j->first_placed = s->now;
+		/* the events' reasons end "as borrowed capacity" or "within nominal quota" */
+		j->first_borrowed = reason != NULL && strstr(reason, "borrowed capacity") != NULL;
+	}
 	queue_leave(s, ix);
 	s->alloc += j->gpus;
 	s->team_alloc[team] += j->gpus;
@@ -573,6 +581,10 @@ on_preempting(Sim *s, int ix, int64_t deadline)
 	j->st = J_PREEMPTING;
 	j->preempt_t = s->now;
 	s->r->preemptions++;
+	if (j->npreempt++ == 0)
+		s->r->preempted_jobs++;
+	if (j->npreempt > s->r->max_preemptions_job)
+		s->r->max_preemptions_job = j->npreempt;
 	if (s->now + delay <= deadline)
 	{
 		/* obeys: training stops now, the release follows after the delay */
@@ -665,8 +677,14 @@ apply_feed(Sim *s, PGresult *starts, PGresult *feed)
 				(long long) at, (long long) s->now);
 		if (strcmp(kind, "placed") == 0)
 		{
-			on_placed(s, ix);
+			on_placed(s, ix, PQgetvalue(feed, i, 5));
 			s->progress = true;
+		}
+		else if (strcmp(kind, "nominated") == 0)
+		{
+			/* the victims' GPUs no nomination of that round uses (0 before issue 12) */
+			s->r->nominations++;
+			s->r->stranded_gpus += atof(PQgetvalue(feed, i, 6));
 		}
 		else if (strcmp(kind, "preempting") == 0)
 		{
@@ -1278,6 +1296,29 @@ run_policy(const Options *o, const Cluster *c, const Trace *t, const char *polic
 			sum += w;
 		}
 	r->wait_mean = nv ? sum / nv : 0;
+	{
+		double		sg = 0,
+					sb = 0;
+
+		for (i = 0; i < s.n; i++)
+			if (s.j[i].first_placed >= 0)
+			{
+				double		w = (double) (s.j[i].first_placed - t->jobs[i].submit);
+
+				if (s.j[i].first_borrowed)
+				{
+					sb += w;
+					r->placed_borrowed++;
+				}
+				else
+				{
+					sg += w;
+					r->placed_guaranteed++;
+				}
+			}
+		r->wait_guaranteed_mean = r->placed_guaranteed ? sg / r->placed_guaranteed : NAN;
+		r->wait_borrowed_mean = r->placed_borrowed ? sb / r->placed_borrowed : NAN;
+	}
 	r->wait_p50 = percentile(v, nv, 0.50);
 	r->wait_p95 = percentile(v, nv, 0.95);
 	r->gpu_alloc_ratio = s.cap_c > 0 ? s.alloc_c / s.cap_c : NAN;	/* no contention: undefined */

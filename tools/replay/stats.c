@@ -125,7 +125,15 @@ print_json(const Result *r)
 	json_num("wait_p95_s", r->wait_p95, 1, false);
 	json_num("gpu_alloc_ratio", r->gpu_alloc_ratio, 4, false);
 	json_num("contended_s", r->contended_s, 0, false);
+	json_num("wait_guaranteed_mean_s", r->wait_guaranteed_mean, 1, false);
+	json_num("wait_borrowed_mean_s", r->wait_borrowed_mean, 1, false);
+	printf("\"placed_guaranteed\":%d,\"placed_borrowed\":%d,", r->placed_guaranteed, r->placed_borrowed);
 	printf("\"preemptions\":%d,\"kills\":%d,", r->preemptions, r->kills);
+	json_num("preemptions_per_job", r->submitted ? (double) r->preemptions / r->submitted : 0, 4, false);
+	printf("\"preempted_jobs\":%d,\"max_preemptions_job\":%d,", r->preempted_jobs, r->max_preemptions_job);
+	json_num("idle_gpu_hours_waiting", r->idle_gpu_hours_waiting, 2, false);
+	printf("\"nominations\":%d,", r->nominations);
+	json_num("stranded_gpus", r->stranded_gpus, 1, false);
 	json_num("lost_gpu_hours", r->lost_gpu_hours, 2, false);
 	printf("\"partial_placements\":%d,\"invariant_violations\":%d,\"invariant_checks\":%d,",
 		   r->partial_placements, r->invariant_violations, r->invariant_checks);
@@ -144,7 +152,9 @@ print_json(const Result *r)
 static void
 hms(char *out, size_t len, double s)
 {
-	if (s < 120)
+	if (!isfinite(s))
+		snprintf(out, len, "-");
+	else if (s < 120)
 		snprintf(out, len, "%.0fs", s);
 	else if (s < 7200)
 		snprintf(out, len, "%.1fm", s / 60);
@@ -182,7 +192,13 @@ print_table(const Result *r, int n)
 	ROWT("wait p95", r[i].wait_p95);
 	ROWN("GPU alloc ratio", r[i].gpu_alloc_ratio);
 	ROWT("  contended time", r[i].contended_s);
+	ROWT("  wait guaranteed", r[i].wait_guaranteed_mean);
+	ROWT("  wait borrowing", r[i].wait_borrowed_mean);
 	ROW("preemptions", "d", r[i].preemptions);
+	ROWN("  per job", r[i].submitted ? (double) r[i].preemptions / r[i].submitted : 0);
+	ROW("  most of one job", "d", r[i].max_preemptions_job);
+	ROW("  stranded GPUs", ".1f", r[i].stranded_gpus);
+	ROW("idle GPU-h, waiting", ".1f", r[i].idle_gpu_hours_waiting);
 	ROW("kills", "d", r[i].kills);
 	ROW("lost GPU-hours", ".1f", r[i].lost_gpu_hours);
 	ROW("partial placements", "d", r[i].partial_placements);
