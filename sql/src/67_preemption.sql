@@ -81,11 +81,18 @@ BEGIN
     PERFORM pg_notify('gangsched_node_' || x.node_id, json_build_object('event', 'start', 'job', x.job)::text)
        FROM (SELECT DISTINCT h.job, h.node_id FROM gangsched.holds h WHERE h.job = ANY (ready) ORDER BY 1, 2) x;
     DELETE FROM gangsched.holds WHERE job = ANY (ready);
+    -- the events and their counts for gangsched.metrics (the events
+    -- trigger leaves 'placed' to its writers: sql/src/75_metrics.sql)
     WITH p AS (
         UPDATE gangsched.gangs g
            SET state = 'placed', placed_at = t, started_at = NULL, started_nodes = '{}', reason = NULL
          WHERE g.id = ANY (ready) AND g.state = 'nominated'
-        RETURNING g.id, g.team_id, g.borrowed)
+        RETURNING g.id, g.team_id, g.borrowed, g.queued_at),
+    c AS (
+        INSERT INTO gangsched.metric_deltas (name, team_id, label, value)
+        SELECT x.name, p.team_id, x.label, sum(x.value)
+          FROM p CROSS JOIN LATERAL gangsched._event_counts('placed', NULL, NULL, date_part('epoch', t - p.queued_at)) x
+         GROUP BY 1, 2, 3)
     INSERT INTO gangsched.events (at, kind, job, team_id, reason)
     SELECT t, 'placed', p.id, p.team_id,
            CASE WHEN p.borrowed THEN 'placed on the capacity its victims released, as borrowed capacity'

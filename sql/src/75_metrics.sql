@@ -9,7 +9,8 @@
 -- gangsched.events), and a counter must never go down.
 --
 -- Every event of a counted kind adds its counts to metric_deltas (a
--- trigger on gangsched.events; 'submitted' by submit() itself) (insert-only: concurrent writers never wait for each other there); each
+-- trigger on gangsched.events; 'submitted' and 'placed' by their writers)
+-- (insert-only: concurrent writers never wait for each other there); each
 -- round folds the deltas into metric_counters (rounds take turns, so one
 -- writer updates the counters' rows). gangsched.metrics reads the sum of
 -- both, so a count is visible as soon as its event commits.
@@ -69,11 +70,12 @@ $$;
 
 -- A row trigger with a WHEN clause: an event of a kind nothing counts
 -- costs the clause's test alone, and a single-row INSERT (an agent's
--- report, a cancel) pays no statement-level transition table. A round's
--- bulk INSERT of 'placed' events calls it once per job. 'submitted', the
--- hot path, is counted by submit() itself in the statement that writes the
--- event (sql/src/50_jobs.sql): a statement trigger cost each submit about
--- 87 us, this one 39 us, the inline count a few.
+-- report, a cancel) pays no statement-level transition table. The two hot
+-- paths count in the statement that writes their events: 'submitted' in
+-- submit() (sql/src/50_jobs.sql; a statement trigger cost each submit
+-- about 87 us, this row trigger 39 us, the inline count a few) and
+-- 'placed' in the round (src/round.c) and in _place_ready_nominated
+-- (67_preemption.sql; this trigger cost a round about 40 us per job placed).
 CREATE FUNCTION gangsched._count_event() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -97,7 +99,7 @@ END $$;
 
 CREATE TRIGGER events_counted
     AFTER INSERT ON gangsched.events
-    FOR EACH ROW WHEN (NEW.kind IN ('placed', 'finished', 'failed', 'cancelled', 'expired', 'preempting', 'requeued'))
+    FOR EACH ROW WHEN (NEW.kind IN ('finished', 'failed', 'cancelled', 'expired', 'preempting', 'requeued'))
     EXECUTE FUNCTION gangsched._count_event();
 
 -- Each round (src/round.c) folds the deltas into the counters.

@@ -122,11 +122,12 @@ $$;
 
 -- A row trigger with a WHEN clause: an event of a kind nothing counts
 -- costs the clause's test alone, and a single-row INSERT (an agent's
--- report, a cancel) pays no statement-level transition table. A round's
--- bulk INSERT of 'placed' events calls it once per job. 'submitted', the
--- hot path, is counted by submit() itself in the statement that writes the
--- event (sql/src/50_jobs.sql): a statement trigger cost each submit about
--- 87 us, this one 39 us, the inline count a few.
+-- report, a cancel) pays no statement-level transition table. The two hot
+-- paths count in the statement that writes their events: 'submitted' in
+-- submit() (sql/src/50_jobs.sql; a statement trigger cost each submit
+-- about 87 us, this row trigger 39 us, the inline count a few) and
+-- 'placed' in the round (src/round.c) and in _place_ready_nominated
+-- (67_preemption.sql; this trigger cost a round about 40 us per job placed).
 CREATE FUNCTION gangsched._count_event() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -150,7 +151,7 @@ END $$;
 
 CREATE TRIGGER events_counted
     AFTER INSERT ON gangsched.events
-    FOR EACH ROW WHEN (NEW.kind IN ('placed', 'finished', 'failed', 'cancelled', 'expired', 'preempting', 'requeued'))
+    FOR EACH ROW WHEN (NEW.kind IN ('finished', 'failed', 'cancelled', 'expired', 'preempting', 'requeued'))
     EXECUTE FUNCTION gangsched._count_event();
 
 -- Each round (src/round.c) folds the deltas into the counters.
@@ -566,11 +567,18 @@ BEGIN
     PERFORM pg_notify('gangsched_node_' || x.node_id, json_build_object('event', 'start', 'job', x.job)::text)
        FROM (SELECT DISTINCT h.job, h.node_id FROM gangsched.holds h WHERE h.job = ANY (ready) ORDER BY 1, 2) x;
     DELETE FROM gangsched.holds WHERE job = ANY (ready);
+    -- the events and their counts for gangsched.metrics (the events
+    -- trigger leaves 'placed' to its writers: sql/src/75_metrics.sql)
     WITH p AS (
         UPDATE gangsched.gangs g
            SET state = 'placed', placed_at = t, started_at = NULL, started_nodes = '{}', reason = NULL
          WHERE g.id = ANY (ready) AND g.state = 'nominated'
-        RETURNING g.id, g.team_id, g.borrowed)
+        RETURNING g.id, g.team_id, g.borrowed, g.queued_at),
+    c AS (
+        INSERT INTO gangsched.metric_deltas (name, team_id, label, value)
+        SELECT x.name, p.team_id, x.label, sum(x.value)
+          FROM p CROSS JOIN LATERAL gangsched._event_counts('placed', NULL, NULL, date_part('epoch', t - p.queued_at)) x
+         GROUP BY 1, 2, 3)
     INSERT INTO gangsched.events (at, kind, job, team_id, reason)
     SELECT t, 'placed', p.id, p.team_id,
            CASE WHEN p.borrowed THEN 'placed on the capacity its victims released, as borrowed capacity'
