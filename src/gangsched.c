@@ -9,6 +9,7 @@
 #include "fmgr.h"
 
 #include "gangsched.h"
+#include "retention.h"
 #include "tenancy.h"
 #include "worker.h"
 
@@ -22,5 +23,6 @@ _PG_init(void)
 	gs_guc_init();
 	gs_tenancy_init();
 	gs_wake_init();
+	gs_retention_init();
 	gs_worker_init();
 }

@@ -43,8 +43,9 @@ BEGIN
         'gangsched.team_pending',
         -- jobs, what they hold now and the capacity held for nominated jobs
         'gangsched.gangs', 'gangsched.held_slots', 'gangsched.holds',
-        -- history
-        'gangsched.allocations', 'gangsched.events'] LOOP
+        -- history, and what archive_history() moved out of it (71_retention.sql)
+        'gangsched.allocations', 'gangsched.events',
+        'gangsched.gangs_archive', 'gangsched.allocations_archive', 'gangsched.events_archive'] LOOP
         PERFORM pg_catalog.pg_extension_config_dump(t::pg_catalog.regclass, '');
     END LOOP;
 END $$;

@@ -51,7 +51,8 @@ BEGIN
             ('snapshot', 'gangsched_operator, gangsched_analyst'),
             ('queue_waits', 'gangsched_operator, gangsched_analyst'),
             ('preemption_summary', 'gangsched_operator, gangsched_analyst'),
-            ('queue_depth', 'gangsched_operator, gangsched_analyst')) AS v(fn, roles)
+            ('queue_depth', 'gangsched_operator, gangsched_analyst'),
+            ('history_horizon', 'gangsched_operator, gangsched_analyst')) AS v(fn, roles)
         UNION ALL
         -- operators: every other API function
         SELECT p.proname, 'gangsched_operator' FROM pg_catalog.pg_proc p
