@@ -156,13 +156,17 @@ BEGIN
     LOCK TABLE gangsched.gangs_archive IN SHARE ROW EXCLUSIVE MODE;
 
     -- the jobs that go: ended before the cutoff, every allocation closed
-    -- before it and every event older
+    -- before it, every event older, no live job pointing at it
     SELECT COALESCE(array_agg(s.id ORDER BY s.id), '{}') INTO ids
       FROM (SELECT g.id FROM gangsched.gangs g
              WHERE g.state IN ('finished', 'failed', 'cancelled', 'expired') AND g.finished_at < before
                AND NOT EXISTS (SELECT FROM gangsched.allocations a
                                 WHERE a.job = g.id AND NOT COALESCE(upper(a.during) < before, false))
                AND NOT EXISTS (SELECT FROM gangsched.events e WHERE e.job = g.id AND e.at >= before)
+               -- a live victim still names its preemptor (invariant 5)
+               AND NOT EXISTS (SELECT FROM gangsched.gangs v
+                                WHERE v.preempted_for = g.id
+                                  AND v.state IN ('pending', 'nominated', 'placed', 'running', 'preempting'))
                FOR UPDATE OF g) s;
 
     -- rows an invariant still needs stay: if an allocation that would go
