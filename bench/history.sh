@@ -23,7 +23,12 @@
 #   4. archive_history(T0 - 1 hour): everything generated in 2 moves; then
 #      VACUUM ANALYZE (what autovacuum would do)
 #   5. "after": the same as 3, then archive_history once more with nothing
-#      left to move (the cost of a daily run's scan)
+#      left to move
+#   6. VACUUM FULL of the live history tables (the space the first large run
+#      freed goes back; a daily run keeps them at the window's size), then
+#      "after_vacuum_full": the same as 3, and a run with nothing to move
+#   7. a daily run: one more day of history (24 jobs on each node), then the
+#      archive_history that moves it
 #
 # Timings are the client's (psql \timing, the statement in autocommit, so
 # with its commit). Medians with _min and _max.
@@ -31,7 +36,7 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 NODES=2048 GPN=8 RACK_NODES=8 SPINE_RACKS=16 ZONE_SPINES=4 FRAC_EVERY=8 TEAMS=10
-PENDING=20000 SEED=0.42 HISTORY=20000000 REPS=3 ROUNDS=5 CHURN=0.01 SUBMIT_N=1000 KEEP=0
+PENDING=20000 SEED=0.42 HISTORY=20000000 REPS=3 ROUNDS=5 CHURN=0.01 SUBMIT_N=1000 KEEP=0 SKIP_BEFORE=0
 T0='2031-01-01 00:00:00+00'
 
 usage() {
@@ -45,6 +50,7 @@ usage: bash bench/history.sh [options]
   --churn F        fraction of running jobs finishing before each round [$CHURN]
   --submit-n N     jobs in the timed submit() statement [$SUBMIT_N]
   --quick          --history 2000000 --reps 2 --rounds 3
+  --skip-before    no measurements before the archive run
   --keep           keep the database
 USAGE
 }
@@ -60,6 +66,7 @@ while [ $# -gt 0 ]; do
     --submit-n) SUBMIT_N=$2; shift ;;
     --quick) HISTORY=2000000 REPS=2 ROUNDS=3 ;;
     --keep) KEEP=1 ;;
+    --skip-before) SKIP_BEFORE=1 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "bench/history.sh: unknown option $1" >&2; usage; exit 2 ;;
   esac
@@ -106,16 +113,19 @@ log "cold round $cold ms: $running jobs running ($workers workers)"
 emit "{\"bench\":\"history_cluster\",\"nodes\":$NODES,\"gpus\":$((NODES * GPN)),\"pending\":$PENDING,\"cold_round_ms\":$cold,\"running_jobs\":$running,\"running_workers\":$workers}"
 
 # --- 2. the history -------------------------------------------------------------
-JOBS=$((HISTORY / 8))
-log "generating $HISTORY closed allocations ($JOBS jobs) before $T0"
-t0=$(date +%s%N)
-q -v jobs="$JOBS" -v nodes="$NODES" -v t0="$T0" -v teams="$TEAMS" -f - <<'SQL' >/dev/null
+# gen JOBS GAP: JOBS finished jobs of 8 allocations and 2 events each, one an
+# hour on each node, the last ending GAP hours before T0; VACUUM ANALYZE.
+# Sets GEN_MS and VAC_MS.
+gen() {
+  local t0 t1 t2
+  t0=$(date +%s%N)
+  q -v jobs="$1" -v nodes="$NODES" -v t0="$T0" -v teams="$TEAMS" -v gap="$2" -f - <<'SQL' >/dev/null
 -- job j: node j % nodes, hour j / nodes of the history, 50 minutes long;
--- the history ends a day before T0
+-- the history ends `gap` hours before T0
 CREATE TEMP TABLE hn AS SELECT row_number() OVER (ORDER BY id) - 1 AS k, id, gpu_slices FROM gangsched.nodes;
 CREATE TEMP TABLE hp AS
 SELECT (SELECT COALESCE(max(id), 0) FROM gangsched.gangs) + 1000000 AS base,
-       :'t0'::timestamptz - make_interval(hours => (:jobs / :nodes + 1) + 24) AS h0;
+       :'t0'::timestamptz - make_interval(hours => (:jobs / :nodes + 1) + :gap) AS h0;
 INSERT INTO gangsched.gangs (id, team_id, name, state, workers, gpus, cpus, mem_gb, net_gbps, group_span,
                              queue_pos, submitted_at, queued_at, placed_at, started_at, finished_at, reason)
 OVERRIDING SYSTEM VALUE
@@ -140,9 +150,14 @@ SELECT CASE WHEN e = 0 THEN hp.h0 + make_interval(hours => (j / :nodes)::int) - 
        CASE WHEN e = 0 THEN 'admitted' ELSE 'finished' END, 'postgres'
   FROM hp, generate_series(0, :jobs - 1) j, generate_series(0, 1) e;
 SQL
-t1=$(date +%s%N)
-q -c "VACUUM ANALYZE gangsched.gangs" -c "VACUUM ANALYZE gangsched.allocations" -c "VACUUM ANALYZE gangsched.events" >/dev/null
-t2=$(date +%s%N)
+  t1=$(date +%s%N)
+  q -c "VACUUM ANALYZE gangsched.gangs" -c "VACUUM ANALYZE gangsched.allocations" -c "VACUUM ANALYZE gangsched.events" >/dev/null
+  t2=$(date +%s%N)
+  GEN_MS=$(((t1 - t0) / 1000000)) VAC_MS=$(((t2 - t1) / 1000000))
+}
+JOBS=$((HISTORY / 8))
+log "generating $HISTORY closed allocations ($JOBS jobs) before $T0"
+gen "$JOBS" 24
 sizes() {
   q -Atc "SELECT format('\"allocations_rows\":%s,\"events_rows\":%s,\"gangs_rows\":%s,\"allocations_mb\":%s,\"events_mb\":%s,\"gangs_mb\":%s,\"archive_mb\":%s',
                  (SELECT count(*) FROM gangsched.allocations), (SELECT count(*) FROM gangsched.events), (SELECT count(*) FROM gangsched.gangs),
@@ -151,16 +166,16 @@ sizes() {
                  (pg_total_relation_size('gangsched.allocations_archive') + pg_total_relation_size('gangsched.events_archive')
                   + pg_total_relation_size('gangsched.gangs_archive')) / 1048576)"
 }
-emit "{\"bench\":\"history_generate\",\"history_rows\":$HISTORY,\"jobs\":$JOBS,\"insert_ms\":$(((t1 - t0) / 1000000)),\"vacuum_ms\":$(((t2 - t1) / 1000000)),$(sizes)}"
+emit "{\"bench\":\"history_generate\",\"history_rows\":$HISTORY,\"jobs\":$JOBS,\"insert_ms\":$GEN_MS,\"vacuum_ms\":$VAC_MS,$(sizes)}"
 
 # --- 3. / 5. the measurements of one phase -----------------------------------
 phase() {
-  local ph=$1 i ms=() rnd=() fin=() per=() n v line
+  local ph=$1 i ms=() rnd=() fin=() per=() n v out
   log "$ph: check_invariants() x $REPS"
   for ((i = 0; i < REPS; i++)); do
-    ms+=("$(timed -c "SELECT count(*) FROM gangsched.check_invariants()")")
+    out=$(q -Atc '\timing on' -c "SELECT count(*) FROM gangsched.check_invariants()")
+    ms+=("$(awk '/^Time: / { print $2 }' <<<"$out")") v=$(grep -E '^[0-9]+$' <<<"$out")
   done
-  v=$(q -Atc "SELECT count(*) FROM gangsched.check_invariants()")
   read -r med mn mx <<<"$(stats "${ms[@]}")"
   log "  check_invariants: ${ms[*]} ms, $v violations"
   emit "{\"bench\":\"history_check_invariants\",\"phase\":\"$ph\",$(sizes),\"reps\":$REPS,\"ms\":$med,\"ms_min\":$mn,\"ms_max\":$mx,\"violations\":$v}"
@@ -188,7 +203,7 @@ phase() {
 }
 SUBMIT_OFFSET=0
 
-phase before
+if [ "$SKIP_BEFORE" -eq 0 ]; then phase before; fi
 
 # --- 4. archive -------------------------------------------------------------------
 log "archive_history($T0 - 1 hour)"
@@ -203,8 +218,27 @@ emit "{\"bench\":\"history_archive\",\"cutoff\":\"$T0 - 1 hour\",\"moved\":$move
 
 phase after
 
-a=$(q -c '\timing on' -Atc "SELECT row_to_json(r) FROM gangsched.archive_history(gangsched.now() - interval '1 day') r")
-emit "{\"bench\":\"history_archive_again\",\"moved\":$(grep '^{' <<<"$a"),\"ms\":$(awk '/^Time: / { print $2 }' <<<"$a")}"
+archive_run() {  # name cutoff-expression
+  local a
+  a=$(q -c '\timing on' -Atc "SELECT row_to_json(r) FROM gangsched.archive_history($2) r")
+  emit "{\"bench\":\"$1\",\"moved\":$(grep '^{' <<<"$a"),\"ms\":$(awk '/^Time: / { print $2 }' <<<"$a"),$(sizes)}"
+}
+archive_run history_archive_again "gangsched.now() - interval '1 day'"
+
+# --- 6. the space back: VACUUM FULL, as after a first large run ---------------
+log "VACUUM FULL of the live history tables"
+t0=$(date +%s%N)
+q -c "VACUUM FULL ANALYZE gangsched.allocations" -c "VACUUM FULL ANALYZE gangsched.events" -c "VACUUM FULL ANALYZE gangsched.gangs" >/dev/null
+t1=$(date +%s%N)
+emit "{\"bench\":\"history_vacuum_full\",\"ms\":$(((t1 - t0) / 1000000)),$(sizes)}"
+phase after_vacuum_full
+archive_run history_archive_again_compacted "gangsched.now() - interval '1 day'"
+
+# --- 7. a daily run: one more day of history (24 jobs a node), archived -------
+log "a day of history ($((NODES * 24)) jobs), then its archive run"
+gen $((NODES * 24)) 1
+emit "{\"bench\":\"history_generate_day\",\"jobs\":$((NODES * 24)),\"insert_ms\":$GEN_MS,\"vacuum_ms\":$VAC_MS,$(sizes)}"
+archive_run history_archive_daily "'$T0'::timestamptz - interval '10 minutes'"
 settings=$(q -Atc "SELECT json_object_agg(name, current_setting(name)) FROM pg_settings WHERE name IN ('shared_buffers', 'work_mem', 'maintenance_work_mem', 'fsync', 'synchronous_commit', 'full_page_writes', 'max_wal_size', 'jit')")
 emit "{\"bench\":\"history_settings\",\"server\":$settings,\"version\":\"$(q -Atc "SELECT extversion FROM pg_extension WHERE extname = 'gangsched'")\",\"cpus\":$(nproc)}"
 log done

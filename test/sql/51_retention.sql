@@ -222,6 +222,15 @@ ALTER TABLE gangsched.events ADD COLUMN extra int;
 CALL pg_temp.refused('gs51_op', $$SELECT * FROM gangsched.archive_history('2030-01-02')$$);
 ROLLBACK;
 
+-- a job a live victim still names as its preemptor stays (b2 made a victim of a1 by hand)
+BEGIN;
+UPDATE gangsched.gangs SET state = 'preempting', preempted_for = pg_temp.id('a1'),
+                           preempt_deadline = gangsched.now() + interval '1 minute' WHERE name = 'b2';
+SELECT * FROM gangsched.archive_history('2030-01-02');
+SELECT name FROM gangsched.gangs_archive ORDER BY id;
+SELECT * FROM gangsched.check_invariants();
+ROLLBACK;
+
 /* ---------------- archiving ---------------- */
 
 SET ROLE gs51_op;
