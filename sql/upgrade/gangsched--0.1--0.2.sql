@@ -143,9 +143,11 @@ END $$;
 -- what it moved; records an event 'history_archived' with the cutoff, the
 -- counts and (events.actor) who ran it. One run at a time; rounds, submits
 -- and releases go on meanwhile (it locks only the finished jobs it moves).
+-- jit is off: the slot expansion's estimates look costly enough to compile
+-- (0.7 s a statement, measured on a run that moved six jobs).
 CREATE FUNCTION gangsched.archive_history(before timestamptz, discard bool DEFAULT false)
 RETURNS TABLE (jobs bigint, allocations bigint, events bigint)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
     ids     bigint[];
     n_jobs  bigint;
@@ -270,7 +272,7 @@ END $$;
 -- it, once they are exported. Records an event 'archive_purged'.
 CREATE FUNCTION gangsched.purge_archive(before timestamptz)
 RETURNS TABLE (jobs bigint, allocations bigint, events bigint)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
     ids     bigint[];
     n_alloc bigint;
