@@ -165,10 +165,12 @@ BEGIN
                AND NOT EXISTS (SELECT FROM gangsched.allocations a
                                 WHERE a.job = g.id AND NOT COALESCE(upper(a.during) < before, false))
                AND NOT EXISTS (SELECT FROM gangsched.events e WHERE e.job = g.id AND e.at >= before)
-               -- a live victim still names its preemptor (invariant 5)
-               AND NOT EXISTS (SELECT FROM gangsched.gangs v
-                                WHERE v.preempted_for = g.id
-                                  AND v.state IN ('pending', 'nominated', 'placed', 'running', 'preempting'))
+               -- a live victim still names its preemptor (invariant 5); NOT IN
+               -- over the few live jobs, hashed once (an anti-join may probe
+               -- the live jobs once per finished job)
+               AND g.id NOT IN (SELECT v.preempted_for FROM gangsched.gangs v
+                                 WHERE v.state IN ('pending', 'nominated', 'placed', 'running', 'preempting')
+                                   AND v.preempted_for IS NOT NULL)
                FOR UPDATE OF g) s;
 
     -- rows an invariant still needs stay: if an allocation that would go
