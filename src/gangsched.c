@@ -10,6 +10,7 @@
 
 #include "gangsched.h"
 #include "metrics.h"
+#include "retention.h"
 #include "tenancy.h"
 #include "worker.h"
 
@@ -23,6 +24,7 @@ _PG_init(void)
 	gs_guc_init();
 	gs_tenancy_init();
 	gs_wake_init();
+	gs_retention_init();
 	gs_worker_init();
 	gs_metrics_init();
 }

@@ -129,7 +129,9 @@ SELECT 4, a.job, NULL, format('allocation %s (%s) belongs to a job that does not
 UNION ALL
 SELECT 4, NULL, NULL, format('history guard trigger %s on %s is missing or disabled', g.tgname, g.rel)
   FROM (VALUES ('allocations_update_guard', 'gangsched.allocations'), ('allocations_delete_guard', 'gangsched.allocations'),
-               ('events_append_only', 'gangsched.events')) g(tgname, rel)
+               ('events_append_only', 'gangsched.events'), ('allocations_archive_guard', 'gangsched.allocations'),
+               ('events_archive_guard', 'gangsched.events'), ('gangs_archive_guard', 'gangsched.gangs'),
+               ('gangs_truncate_guard', 'gangsched.gangs')) g(tgname, rel)
  WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_trigger t
                     WHERE t.tgrelid = g.rel::regclass AND t.tgname = g.tgname AND t.tgenabled IN ('O', 'A'))
 UNION ALL

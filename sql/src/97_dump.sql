@@ -43,8 +43,9 @@ BEGIN
         'gangsched.team_pending',
         -- jobs, what they hold now and the capacity held for nominated jobs
         'gangsched.gangs', 'gangsched.held_slots', 'gangsched.holds',
-        -- history
+        -- history, and what archive_history() moved out of it (71_retention.sql)
         'gangsched.allocations', 'gangsched.events',
+        'gangsched.gangs_archive', 'gangsched.allocations_archive', 'gangsched.events_archive',
         -- the metrics' counters (75_metrics.sql): a restore loads the events
         -- with COPY, which they do not count again
         'gangsched.metric_counters', 'gangsched.metric_deltas'] LOOP

@@ -62,7 +62,8 @@ BEGIN
             ('round_stats', 'gangsched_operator, gangsched_analyst'),
             ('queue_wait_buckets', 'gangsched_operator, gangsched_analyst'),
             ('worker_status', 'gangsched_operator, gangsched_analyst'),
-            ('invariant_violations', 'gangsched_operator, gangsched_analyst')) AS v(fn, roles)
+            ('invariant_violations', 'gangsched_operator, gangsched_analyst'),
+            ('history_horizon', 'gangsched_operator, gangsched_analyst')) AS v(fn, roles)
         UNION ALL
         -- operators: every other API function
         SELECT p.proname, 'gangsched_operator' FROM pg_catalog.pg_proc p
