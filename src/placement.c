@@ -28,6 +28,7 @@
 #include <math.h>
 
 #include "lib/stringinfo.h"
+#include "port/pg_bitutils.h"
 #include "utils/hsearch.h"
 
 #include "placement.h"
@@ -179,7 +180,7 @@ gs_node_recount(GsNode *n)
 
 		if (n->used[d] == 0)
 			n->free_whole++;
-		n->free_slices += __builtin_popcount(f);
+		n->free_slices += pg_number_of_ones[f];
 	}
 }
 
@@ -629,7 +630,7 @@ take_on_node(GsPlacer *p, int ni, int n)
 			for (dv = 0; dv < node->ngpus; dv++)
 			{
 				uint8_t		f = free_mask(node, dv);
-				int			nf = __builtin_popcount(f);
+				int			nf = pg_number_of_ones[f];
 
 				if (runs_table[f][k] > 0 && nf < bestfree)
 				{

@@ -37,6 +37,7 @@
 #include "postgres.h"
 
 #include "lib/stringinfo.h"
+#include "port/pg_bitutils.h"
 
 #include "fair.h"
 #include "preempt.h"
@@ -465,7 +466,7 @@ alloc_gpus(const GsCluster *c, const GsAlloc *a)
 {
 	int			slices = Max(c->nodes[a->node].slices, 1);
 
-	return (double) __builtin_popcountll(a->devmask) * a->nslices / slices;
+	return (double) pg_popcount64(a->devmask) * a->nslices / slices;
 }
 
 /*
