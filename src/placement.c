@@ -124,6 +124,8 @@ struct GsPlacer
 	bool		only_cached;	/* locality filter in force */
 	CountMode	mode;
 	bool		ignore_memo;	/* capacity may grow (victim search) */
+	int			last_d,			/* the gang domain of the last placement or probe that succeeded */
+				last_i;
 	int			next_rank;
 	bool		commit;			/* assign: take capacity (FREE) or reserve (EMPTY) */
 };
@@ -966,6 +968,8 @@ place_internal(GsPlacer *p, GsJob *j, GsWhy *why, bool commit)
 	}
 
 place:
+	p->last_d = d;
+	p->last_i = i;
 	if (!commit)
 		return true;
 	j->assign = palloc0(sizeof(GsAssign) * j->workers);
@@ -978,6 +982,13 @@ place:
 			 p->next_rank, j->workers, j->id);
 	j->placed = true;
 	return true;
+}
+
+void
+gs_placer_last_domain(const GsPlacer *p, int *d, int *i)
+{
+	*d = p->last_d;
+	*i = p->last_i;
 }
 
 bool

@@ -31,4 +31,7 @@ extern bool gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, i
 /* GPUs a victim chosen this round still holds beyond what preemptors took over. */
 extern double gs_victim_rest_gpus(const GsCluster *c, const GsRunning *r);
 
+/* Placement probes victim searches made since the last call (for the round's DEBUG1 line). */
+extern int64 gs_preempt_probes(void);
+
 #endif							/* GANGSCHED_PREEMPT_H */

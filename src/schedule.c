@@ -175,6 +175,7 @@ gs_decide(GsState *st, GsDecision *out)
 	memo = hash_create("gangsched victim searches", 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	search_ms = 0;
 	search_n = 0;
+	(void) gs_preempt_probes();
 
 	while ((j = gs_order_next(out->order)) != NULL)
 	{
@@ -291,8 +292,8 @@ gs_decide(GsState *st, GsDecision *out)
 		}
 	}
 
-	elog(DEBUG1, "gangsched decide: %d candidates tried, %d victim searches (%d found nothing) in %.1f ms",
-		 out->considered, search_n, failed, search_ms);
+	elog(DEBUG1, "gangsched decide: %d candidates tried, %d victim searches (%d found nothing, " INT64_FORMAT " placement probes) in %.1f ms",
+		 out->considered, search_n, failed, gs_preempt_probes(), search_ms);
 
 	/* expiring jobs: what they would wait for now becomes their last reason */
 	for (i = 0; i < st->njobs; i++)
