@@ -685,7 +685,8 @@ add_part(StringInfo s, int n, const char *one, const char *many)
 }
 
 bool
-gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runtime_s, GsFairRule rule)
+gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runtime_s, GsFairRule rule,
+		   int fair_delay_s)
 {
 	GsCluster  *c = st->cluster;
 	Cand	   *cands;
@@ -703,7 +704,10 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 	int			n_young = 0,
 				n_fixed = 0,
 				n_guaranteed = 0,
-				n_fair = 0;
+				n_fair = 0,
+				n_early = 0;
+	bool		too_early = j->try_borrowing && fair_delay_s > 0 &&
+		st->now - j->queued_at < (int64_t) fair_delay_s * 1000000;
 
 	j->preempt_refused = NULL;
 	if (j->tix < 0)
@@ -748,6 +752,11 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 			n_guaranteed++;
 			continue;
 		}
+		else if (too_early)
+		{
+			n_early++;			/* fair share waits gangsched.fair_preemption_delay */
+			continue;
+		}
 		else if (j->try_borrowing && !fair_ok(&s, r->tix, NULL, r->demand))
 		{
 			n_fair++;			/* fair share refused (a reclaim needs no test) */
@@ -778,9 +787,11 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 		 * (fair share, min_runtime, non-preemptible): a job with nothing to
 		 * preempt at all is not told that preemption was considered.
 		 */
-		if (n_fair + n_young + n_fixed == 0)
+		if (n_fair + n_young + n_fixed + n_early == 0)
 			return false;
 		initStringInfo(&w);
+		add_part(&w, n_early, "borrowed gang may be preempted for fair share once this job has waited gangsched.fair_preemption_delay",
+				 "borrowed gangs may be preempted for fair share once this job has waited gangsched.fair_preemption_delay");
 		add_part(&w, n_fair, s.rule == GS_FAIR_FINAL_SHARE ?
 				 "borrowed gang would leave its team below this job's team (fair share, final_share)" :
 				 "borrowed gang is of a team not above this job's team (fair share, initial_share)",

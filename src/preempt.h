@@ -26,7 +26,7 @@ typedef enum GsFairRule
  * j->preempt_refused may say why.
  */
 extern bool gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runtime_s,
-					   GsFairRule rule);
+					   GsFairRule rule, int fair_delay_s);
 
 /* GPUs a victim chosen this round still holds beyond what preemptors took over. */
 extern double gs_victim_rest_gpus(const GsCluster *c, const GsRunning *r);

@@ -113,7 +113,8 @@ try_preempt(GsState *st, GsDecision *out, GsJob *j, HTAB *memo, int *failed)
 	if (!st->running_loaded && st->load_running)
 		st->load_running(st);
 	INSTR_TIME_SET_CURRENT(t0);
-	ok = gs_preempt(out->placer, st, j, gs_restart_cost_s, gs_min_runtime_s, (GsFairRule) gs_fair_preemption);
+	ok = gs_preempt(out->placer, st, j, gs_restart_cost_s, gs_min_runtime_s, (GsFairRule) gs_fair_preemption,
+					 gs_fair_preemption_delay_s);
 	INSTR_TIME_SET_CURRENT(t1);
 	INSTR_TIME_SUBTRACT(t1, t0);
 	search_ms += INSTR_TIME_GET_MILLISEC(t1);
