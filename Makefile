@@ -72,13 +72,14 @@ check-version:
 # out what is not the extension's) plus the two assembled install scripts,
 # so that the file META.json's provides names is in the archive.
 DIST = $(EXTENSION)-$(DISTVERSION)
+# (once a release commits them, git archive has them already)
+DIST_ADD = $(foreach f,$(INSTALL_SQL) $(UPGRADE_SQL),$(if $(shell git ls-files -- $(f) 2>/dev/null),,--add-file=$(f)))
 dist: $(INSTALL_SQL) $(UPGRADE_SQL)
 	@git rev-parse --verify -q HEAD >/dev/null || { echo "make dist needs a git checkout with a commit"; exit 1; }
 	@git diff --quiet HEAD -- || echo "make dist: uncommitted changes are not in $(DIST).zip (it is made from HEAD)"
 	perl tools/pgxn-meta-check --version $(DISTVERSION) META.json
 	rm -f $(DIST).zip
-	git archive --format=zip --prefix=$(DIST)/sql/ --add-file=$(INSTALL_SQL) --add-file=$(UPGRADE_SQL) \
-	    --prefix=$(DIST)/ -o $(DIST).zip HEAD
+	git archive --format=zip --prefix=$(DIST)/sql/ $(DIST_ADD) --prefix=$(DIST)/ -o $(DIST).zip HEAD
 	@echo "$(DIST).zip made from $$(git rev-parse --short HEAD)"
 
 pgtap:
