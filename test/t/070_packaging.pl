@@ -45,6 +45,10 @@ for my $prog (qw(git unzip perl make))
 my $src = abs_path($ENV{TESTDIR} // '.');
 my $pg_config = $ENV{PG_CONFIG} && $ENV{PG_CONFIG} =~ m{/} ? $ENV{PG_CONFIG} : which('pg_config');
 my $tmp = PostgreSQL::Test::Utils::tempdir('pkg');
+# git, dpkg-buildpackage and lintian read the caller's configuration: none
+# here (HOME may be root's, which postgres cannot read).
+$ENV{HOME} = $tmp;
+$ENV{GIT_CONFIG_NOSYSTEM} = '1';
 
 # Run a command in a directory; returns (exit status, stdout and stderr).
 sub run_in
