@@ -54,12 +54,33 @@ $(INSTALL_SQL): $(sort $(wildcard sql/src/*.sql))
 $(UPGRADE_SQL): sql/upgrade/$(EXTENSION)--$(PREV_VERSION)--$(EXTVERSION).sql sql/src/97_dump.sql sql/src/98_privileges.sql sql/src/99_search_path.sql
 	cat $^ > $@
 
-# The version must agree everywhere; CI calls this.
-.PHONY: check-version pgtap bench demo test
+# The version must agree everywhere; CI calls this. PGXN wants a semantic
+# version (major.minor.patch), so META.json says $(DISTVERSION) where the
+# control file says $(EXTVERSION); tools/pgxn-meta-check validates META.json
+# against the PGXN Meta Spec 1.0.0.
+DISTVERSION = $(EXTVERSION)$(if $(word 3,$(subst ., ,$(EXTVERSION))),,.0)
+.PHONY: check-version pgtap bench demo test dist
 check-version:
-	@grep -q '"version": *"$(EXTVERSION)"' META.json || { echo "META.json version differs from $(EXTVERSION)"; exit 1; }
+	@perl tools/pgxn-meta-check --version $(DISTVERSION) META.json >/dev/null || { perl tools/pgxn-meta-check --version $(DISTVERSION) META.json; exit 1; }
 	@grep -q '"file": *"$(INSTALL_SQL)"' META.json || { echo "META.json does not name $(INSTALL_SQL)"; exit 1; }
-	@echo "version $(EXTVERSION) consistent"
+	@grep -q '^gangsched ($(DISTVERSION))' debian/changelog || { echo "debian/changelog's latest entry is not $(DISTVERSION)"; exit 1; }
+	@echo "version $(EXTVERSION) consistent (META.json, debian/changelog: $(DISTVERSION))"
+
+# The PGXN distribution (docs/install.md): gangsched-$(DISTVERSION).zip with
+# everything under gangsched-$(DISTVERSION)/, made by git archive from the
+# committed HEAD (uncommitted changes are not in it; .gitattributes leaves
+# out what is not the extension's) plus the two assembled install scripts,
+# so that the file META.json's provides names is in the archive.
+DIST = $(EXTENSION)-$(DISTVERSION)
+# (once a release commits them, git archive has them already)
+DIST_ADD = $(foreach f,$(INSTALL_SQL) $(UPGRADE_SQL),$(if $(shell git ls-files -- $(f) 2>/dev/null),,--add-file=$(f)))
+dist: $(INSTALL_SQL) $(UPGRADE_SQL)
+	@git rev-parse --verify -q HEAD >/dev/null || { echo "make dist needs a git checkout with a commit"; exit 1; }
+	@git diff --quiet HEAD -- || echo "make dist: uncommitted changes are not in $(DIST).zip (it is made from HEAD)"
+	perl tools/pgxn-meta-check --version $(DISTVERSION) META.json
+	rm -f $(DIST).zip
+	git archive --format=zip --prefix=$(DIST)/sql/ $(DIST_ADD) --prefix=$(DIST)/ -o $(DIST).zip HEAD
+	@echo "$(DIST).zip made from $$(git rev-parse --short HEAD)"
 
 pgtap:
 	pg_prove --failures test/pgtap/*.sql
@@ -90,6 +111,10 @@ installcheck-tap:
 # The reference node agent (tools/agent, docs/agent.md): a plain libpq
 # program, built with the module and installed into PostgreSQL's bindir.
 # Explicit rules: PGXS's PROGRAM cannot share a Makefile with MODULE_big.
+# COPT (extra compiler flags, as PGXS takes them), TOOLS_CPPFLAGS and
+# TOOLS_LDFLAGS reach the agent and the replay tool too: debian/rules passes
+# Debian's hardening flags through them (PGXS's own CPPFLAGS and LDFLAGS are
+# the server's).
 AGENT = tools/agent/gangsched-agent
 AGENT_SRCS = $(sort $(wildcard tools/agent/*.c))
 AGENT_CFLAGS = -O2 -g -std=gnu11 -Wall -Wextra -Werror -DGS_VERSION='"$(EXTVERSION)"' \
@@ -98,7 +123,7 @@ AGENT_LIBS = -L$(shell $(PG_CONFIG) --libdir) -lpq
 
 all: $(AGENT)
 $(AGENT): $(AGENT_SRCS) $(wildcard tools/agent/*.h) $(EXTENSION).control
-	$(CC) $(AGENT_CFLAGS) -o $@ $(AGENT_SRCS) $(AGENT_LIBS)
+	$(CC) $(AGENT_CFLAGS) $(COPT) $(TOOLS_CPPFLAGS) -o $@ $(AGENT_SRCS) $(AGENT_LIBS) $(TOOLS_LDFLAGS)
 
 .PHONY: install-agent uninstall-agent clean-agent
 install: install-agent
@@ -146,7 +171,7 @@ REPLAY_LIBS = -L$(shell $(PG_CONFIG) --libdir) -lpq -lm
 
 all: $(REPLAY)
 $(REPLAY): $(REPLAY_SRCS) $(wildcard tools/replay/*.h) $(EXTENSION).control
-	$(CC) $(REPLAY_CFLAGS) -o $@ $(REPLAY_SRCS) $(REPLAY_LIBS)
+	$(CC) $(REPLAY_CFLAGS) $(COPT) $(TOOLS_CPPFLAGS) -o $@ $(REPLAY_SRCS) $(REPLAY_LIBS) $(TOOLS_LDFLAGS)
 
 .PHONY: install-replay uninstall-replay clean-replay replay
 install: install-replay
