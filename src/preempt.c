@@ -42,6 +42,19 @@
 #include "fair.h"
 #include "preempt.h"
 
+/*
+ * Bounds that keep one search's time proportional to the job, not to the
+ * cluster (bench/preempt.sh: 2,000 nodes, 1,104 running gangs):
+ *  - MAX_DOMAINS_PER_DEPTH: per topology depth, plans are built over the
+ *    candidates of this many domains, those whose candidates free the most
+ *    GPUs (a rack whose victims would strand nothing is among the first);
+ *  - MAX_SINGLES: this many of the largest candidates are tried as the only
+ *    victim (one large gang rather than many small ones);
+ *  - MAX_CANDIDATES: running gangs looked at as candidates; beyond it the
+ *    rest of the running list is not read (a cluster has fewer gangs than
+ *    this many in the benchmarks; a larger one still gets a plan from them);
+ *  - MAX_SEEN_PLANS: victim sets remembered to skip repeated plans.
+ */
 #define MAX_DOMAINS_PER_DEPTH 4
 #define MAX_SINGLES 16
 #define MAX_CANDIDATES 4096
