@@ -399,9 +399,16 @@ gs_load_state_ex(bool queue)
 		node_by_id[c->nodes[i].id] = i;
 
 	/* teams and their quotas */
-	run("SELECT id, weight::pg_catalog.float8, name,"
-		"       COALESCE(team_order, pg_catalog.current_setting('gangsched.team_order')) OPERATOR(pg_catalog.=) 'las'"
-		"  FROM gangsched.teams ORDER BY id", SPI_OK_SELECT);
+	/*
+	 * A team's order matters to rounds only; admission (!queue) also runs
+	 * on a 0.1 catalog before its update, which has no teams.team_order.
+	 */
+	if (queue)
+		run("SELECT id, weight::pg_catalog.float8, name,"
+			"       COALESCE(team_order, pg_catalog.current_setting('gangsched.team_order')) OPERATOR(pg_catalog.=) 'las'"
+			"  FROM gangsched.teams ORDER BY id", SPI_OK_SELECT);
+	else
+		run("SELECT id, weight::pg_catalog.float8, name, false FROM gangsched.teams ORDER BY id", SPI_OK_SELECT);
 	c->nteams = (int) SPI_processed;
 	c->teams = palloc0(sizeof(GsTeam) * Max(c->nteams, 1));
 	for (i = 0; i < c->nteams; i++)
