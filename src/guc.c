@@ -34,6 +34,7 @@ bool		gs_enabled = true;
 int			gs_queue_order = 0;
 bool		gs_preemption = true;
 int			gs_fair_preemption = 0;
+int			gs_fair_preemption_delay_s = 0;
 bool		gs_backfill = true;
 int			gs_max_pending_per_team = 10000;
 int			gs_max_workers_per_gang = 4096;
@@ -254,6 +255,13 @@ gs_guc_init(void)
 							 "now (allows more preemptions; may overshoot with large victims).",
 							 &gs_fair_preemption, GS_FAIR_FINAL_SHARE, fair_preemption_options, PGC_SUSET, 0,
 							 NULL, NULL, NULL);
+	DefineCustomIntVariable("gangsched.fair_preemption_delay",
+							"How long a borrowing job waits before it may preempt for fair share.",
+							"Imbalances that jobs finishing would end anyway cost no preemption. "
+							"Reclaim (a job within its team's nominal quota) and priority preemption are not delayed. "
+							"0 preempts at the first round that finds the job blocked.",
+							&gs_fair_preemption_delay_s, 0, 0, INT_MAX / 1000, PGC_SUSET, GUC_UNIT_S,
+							NULL, NULL, NULL);
 
 	DefineCustomBoolVariable("gangsched.backfill",
 							 "Lets later jobs be placed when an earlier one in the round's order does not fit.",

@@ -10,6 +10,7 @@ extern char *gs_clock_override;
 extern int	gs_start_timeout_s;
 extern int	gs_default_queue_timeout_s;
 extern int	gs_min_runtime_s;
+extern int	gs_fair_preemption_delay_s;
 extern int	gs_default_grace_s;
 extern int	gs_max_grace_s;
 extern int	gs_restart_cost_s;

@@ -28,6 +28,7 @@
 #include <math.h>
 
 #include "lib/stringinfo.h"
+#include "port/pg_bitutils.h"
 #include "utils/hsearch.h"
 
 #include "placement.h"
@@ -123,6 +124,8 @@ struct GsPlacer
 	bool		only_cached;	/* locality filter in force */
 	CountMode	mode;
 	bool		ignore_memo;	/* capacity may grow (victim search) */
+	int			last_d,			/* the gang domain of the last placement or probe that succeeded */
+				last_i;
 	int			next_rank;
 	bool		commit;			/* assign: take capacity (FREE) or reserve (EMPTY) */
 };
@@ -179,7 +182,7 @@ gs_node_recount(GsNode *n)
 
 		if (n->used[d] == 0)
 			n->free_whole++;
-		n->free_slices += __builtin_popcount(f);
+		n->free_slices += pg_number_of_ones[f];
 	}
 }
 
@@ -629,7 +632,7 @@ take_on_node(GsPlacer *p, int ni, int n)
 			for (dv = 0; dv < node->ngpus; dv++)
 			{
 				uint8_t		f = free_mask(node, dv);
-				int			nf = __builtin_popcount(f);
+				int			nf = pg_number_of_ones[f];
 
 				if (runs_table[f][k] > 0 && nf < bestfree)
 				{
@@ -965,6 +968,8 @@ place_internal(GsPlacer *p, GsJob *j, GsWhy *why, bool commit)
 	}
 
 place:
+	p->last_d = d;
+	p->last_i = i;
 	if (!commit)
 		return true;
 	j->assign = palloc0(sizeof(GsAssign) * j->workers);
@@ -977,6 +982,13 @@ place:
 			 p->next_rank, j->workers, j->id);
 	j->placed = true;
 	return true;
+}
+
+void
+gs_placer_last_domain(const GsPlacer *p, int *d, int *i)
+{
+	*d = p->last_d;
+	*i = p->last_i;
 }
 
 bool

@@ -43,6 +43,9 @@ extern bool gs_place(GsPlacer *p, GsJob *job, GsWhy *why);
 /* Would the gang fit now? Changes nothing; says why not (why may be NULL: yes/no only). */
 extern bool gs_probe(GsPlacer *p, GsJob *job, GsWhy *why);
 
+/* The gang domain (depth, index) of the last gs_place or gs_probe that succeeded. */
+extern void gs_placer_last_domain(const GsPlacer *p, int *d, int *i);
+
 /*
  * Starvation guard: choose where a blocked gang will go once capacity frees
  * and keep that capacity from later jobs of this round. False when the gang

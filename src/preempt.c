@@ -40,6 +40,7 @@
 #include "postgres.h"
 
 #include "lib/stringinfo.h"
+#include "port/pg_bitutils.h"
 
 #include "fair.h"
 #include "preempt.h"
@@ -47,6 +48,7 @@
 #define MAX_DOMAINS_PER_DEPTH 4
 #define MAX_SINGLES 16
 #define MAX_CANDIDATES 4096
+#define MAX_SEEN_PLANS 64
 
 typedef struct Cand
 {
@@ -143,6 +145,18 @@ static GsState *search_state = NULL;
 #define MAX_PROBES_PER_SEARCH 48
 static int	probes_left = 0;
 
+/* Placement probes made by victim searches since the last gs_preempt_probes() (DEBUG1). */
+static int64 probes_made = 0;
+
+int64
+gs_preempt_probes(void)
+{
+	int64		n = probes_made;
+
+	probes_made = 0;
+	return n;
+}
+
 /*
  * For a job its own team's quota blocks: with the victims now released,
  * would the team be within its limit (nominal, plus the borrowing limit
@@ -199,6 +213,7 @@ fits_any(GsPlacer *p, GsJob *j, bool budgeted)
 			return false;
 		probes_left--;
 	}
+	probes_made++;
 	return gs_probe(p, j, NULL);
 }
 
@@ -238,6 +253,13 @@ typedef struct Search
 	double		my_after;		/* J's team's weighted share with J */
 	double	   *rem;			/* [nteams][GS_NRES]: what the plan being built takes from each team */
 	int			fair_skips;		/* candidates a greedy plan left out for the rule */
+	/*
+	 * Victim sets the search's greedy plans already found (before pruning):
+	 * a plan over a subset of the candidates often picks the same set as an
+	 * earlier one, and pruning it again would only repeat the probes.
+	 */
+	uint64		seen[MAX_SEEN_PLANS];
+	int			nseen;
 } Search;
 
 /*
@@ -421,15 +443,76 @@ greedy_plan(GsPlacer *p, Search *s, Cand *cands, int n, double free_gpus, Plan *
 		ok = true;
 	if (ok)
 	{
+		/* the same victims as an earlier plan of this search: nothing new */
+		uint64		sig = (uint64) used * UINT64_C(0x9E3779B97F4A7C15);
+		int			q;
+
+		for (k = 0; k < used; k++)
+		{
+			uint64		x = (uint64) (uintptr_t) chosen[k];
+
+			/* splitmix64's finalizer: the sum does not depend on the order */
+			x = (x ^ (x >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+			x = (x ^ (x >> 27)) * UINT64_C(0x94D049BB133111EB);
+			sig += x ^ (x >> 31);
+		}
+		for (q = 0; q < s->nseen; q++)
+			if (s->seen[q] == sig)
+				ok = false;
+		if (ok && s->nseen < MAX_SEEN_PLANS)
+			s->seen[s->nseen++] = sig;
+	}
+	if (ok && !j->quota_blocked)
+	{
+		/*
+		 * The fit found lies inside one gang domain: victims with no node in
+		 * it are not needed for that fit, which stays valid without them, so
+		 * they go back at once, without a probe each. (Not for a job its
+		 * team's quota blocks: its victims also free quota, wherever they run.)
+		 */
+		int			dd,
+					di;
+
+		gs_placer_last_domain(p, &dd, &di);
+		for (k = 0; k < used; k++)
+		{
+			GsRunning  *r = chosen[k];
+			bool		inside = false;
+			int			a;
+
+			if (r == NULL || dd <= 0)
+				continue;
+			for (a = 0; a < r->nalloc && !inside; a++)
+				inside = c->nodes[r->allocs[a].node].dom[dd] == di;
+			if (!inside)
+			{
+				gs_model_release(p, r, false);
+				chosen[k] = NULL;
+				have -= r->gpus_total;
+			}
+		}
+	}
+	if (ok)
+	{
+		int			left = 0;
+
+		for (k = 0; k < used; k++)
+			left += chosen[k] != NULL;
 		/* prune: most expensive first, keep out what is not needed */
 		for (k = used - 1; k >= 0; k--)
 		{
-			if (used == 1)
+			if (chosen[k] == NULL)
+				continue;
+			if (left == 1)
 				break;
+			if (have - chosen[k]->gpus_total + 1e-9 < need)
+				continue;		/* too few GPUs without it: needed, no probe */
 			gs_model_release(p, chosen[k], false);
 			if (fits_pruning(p, j))
 			{
+				have -= chosen[k]->gpus_total;
 				chosen[k] = NULL;
+				left--;
 				continue;
 			}
 			gs_model_release(p, chosen[k], true);
@@ -470,7 +553,7 @@ alloc_gpus(const GsCluster *c, const GsAlloc *a)
 {
 	int			slices = Max(c->nodes[a->node].slices, 1);
 
-	return (double) __builtin_popcountll(a->devmask) * a->nslices / slices;
+	return (double) pg_popcount64(a->devmask) * a->nslices / slices;
 }
 
 /*
@@ -607,7 +690,8 @@ add_part(StringInfo s, int n, const char *one, const char *many)
 }
 
 bool
-gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runtime_s, GsFairRule rule)
+gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runtime_s, GsFairRule rule,
+		   int fair_delay_s)
 {
 	GsCluster  *c = st->cluster;
 	Cand	   *cands;
@@ -625,7 +709,10 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 	int			n_young = 0,
 				n_fixed = 0,
 				n_guaranteed = 0,
-				n_fair = 0;
+				n_fair = 0,
+				n_early = 0;
+	bool		too_early = j->try_borrowing && fair_delay_s > 0 &&
+		st->now - j->queued_at < (int64_t) fair_delay_s * 1000000;
 
 	j->preempt_refused = NULL;
 	if (j->tix < 0)
@@ -638,6 +725,7 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 	s.my_after = share_with(c, j->tix, jd, 1.0);
 	s.rem = palloc0(sizeof(double) * GS_NRES * Max(c->nteams, 1));
 	s.fair_skips = 0;
+	s.nseen = 0;
 	for (i = 0; i < c->npools && i < 64; i++)
 		if (j->pool_mask & (UINT64_C(1) << i))
 			free_gpus += Max(c->pools[i].capacity[GS_GPU] - c->pools[i].used[GS_GPU], 0);
@@ -671,6 +759,11 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 			n_guaranteed++;
 			continue;
 		}
+		else if (too_early)
+		{
+			n_early++;			/* fair share waits gangsched.fair_preemption_delay */
+			continue;
+		}
 		else if (j->try_borrowing && !fair_ok(&s, r->tix, NULL, r->demand))
 		{
 			n_fair++;			/* fair share refused (a reclaim needs no test) */
@@ -701,9 +794,11 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 		 * (fair share, min_runtime, non-preemptible): a job with nothing to
 		 * preempt at all is not told that preemption was considered.
 		 */
-		if (n_fair + n_young + n_fixed == 0)
+		if (n_fair + n_young + n_fixed + n_early == 0)
 			return false;
 		initStringInfo(&w);
+		add_part(&w, n_early, "borrowed gang may be preempted for fair share once this job has waited gangsched.fair_preemption_delay",
+				 "borrowed gangs may be preempted for fair share once this job has waited gangsched.fair_preemption_delay");
 		add_part(&w, n_fair, s.rule == GS_FAIR_FINAL_SHARE ?
 				 "borrowed gang would leave its team below this job's team (fair share, final_share)" :
 				 "borrowed gang is of a team not above this job's team (fair share, initial_share)",

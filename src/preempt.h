@@ -26,9 +26,12 @@ typedef enum GsFairRule
  * j->preempt_refused may say why.
  */
 extern bool gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runtime_s,
-					   GsFairRule rule);
+					   GsFairRule rule, int fair_delay_s);
 
 /* GPUs a victim chosen this round still holds beyond what preemptors took over. */
 extern double gs_victim_rest_gpus(const GsCluster *c, const GsRunning *r);
+
+/* Placement probes victim searches made since the last call (for the round's DEBUG1 line). */
+extern int64 gs_preempt_probes(void);
 
 #endif							/* GANGSCHED_PREEMPT_H */

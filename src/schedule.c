@@ -113,7 +113,8 @@ try_preempt(GsState *st, GsDecision *out, GsJob *j, HTAB *memo, int *failed)
 	if (!st->running_loaded && st->load_running)
 		st->load_running(st);
 	INSTR_TIME_SET_CURRENT(t0);
-	ok = gs_preempt(out->placer, st, j, gs_restart_cost_s, gs_min_runtime_s, (GsFairRule) gs_fair_preemption);
+	ok = gs_preempt(out->placer, st, j, gs_restart_cost_s, gs_min_runtime_s, (GsFairRule) gs_fair_preemption,
+					 gs_fair_preemption_delay_s);
 	INSTR_TIME_SET_CURRENT(t1);
 	INSTR_TIME_SUBTRACT(t1, t0);
 	search_ms += INSTR_TIME_GET_MILLISEC(t1);
@@ -175,6 +176,7 @@ gs_decide(GsState *st, GsDecision *out)
 	memo = hash_create("gangsched victim searches", 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	search_ms = 0;
 	search_n = 0;
+	(void) gs_preempt_probes();
 
 	while ((j = gs_order_next(out->order)) != NULL)
 	{
@@ -291,8 +293,8 @@ gs_decide(GsState *st, GsDecision *out)
 		}
 	}
 
-	elog(DEBUG1, "gangsched decide: %d candidates tried, %d victim searches (%d found nothing) in %.1f ms",
-		 out->considered, search_n, failed, search_ms);
+	elog(DEBUG1, "gangsched decide: %d candidates tried, %d victim searches (%d found nothing, " INT64_FORMAT " placement probes) in %.1f ms",
+		 out->considered, search_n, failed, gs_preempt_probes(), search_ms);
 
 	/* expiring jobs: what they would wait for now becomes their last reason */
 	for (i = 0; i < st->njobs; i++)

@@ -40,6 +40,8 @@ program_options_handling_ok($bin);
 command_fails_like([$bin], qr/--nodes and --trace are required/, 'refuses to run without a trace');
 command_fails_like([ $bin, '--nodes', "$data/nodes.csv", '--trace', "$data/jobs.csv", '--policies', 'lottery' ],
 	qr/unknown policy "lottery"/, 'refuses an unknown policy');
+command_fails_like([ $bin, '--nodes', "$data/nodes.csv", '--trace', "$data/jobs.csv", '--team-weights', 'size' ],
+	qr/--team-weights is quota or equal/, 'refuses an unknown --team-weights');
 command_fails_like([ $bin, '--nodes', "$data/nodes.csv", '--trace', "$data/jobs.csv", '--scale', '2' ],
 	qr/--scale must be in \(0, 1\]/, 'refuses a scale above 1');
 
@@ -101,7 +103,9 @@ fields(
 		# j1 borrows (b's quota is 4), j2 runs within a's quota after 3000 s
 		placed_borrowed => 1, placed_guaranteed => 1, wait_borrowed_mean_s => 0,
 		wait_guaranteed_mean_s => 3000, preemptions_per_job => 0, preempted_jobs => 0,
-		max_preemptions_job => 0, nominations => 0, stranded_gpus => 0, idle_gpu_hours_waiting => 0
+		max_preemptions_job => 0, nominations => 0, stranded_gpus => 0, idle_gpu_hours_waiting => 0,
+		# entitled at submit: j2 (a holds nothing, 4 of its 4); not j1 (8 GPUs, b's quota is 4)
+		placed_entitled => 1, wait_entitled_mean_s => 3000
 	},
 	'fifo');
 fields(
@@ -117,9 +121,12 @@ fields(
 		# 8 GPUs x 1230 s contended - 5040 GPU-s allocated = 4800 GPU-s
 		placed_borrowed => 1, placed_guaranteed => 1, wait_borrowed_mean_s => 0,
 		wait_guaranteed_mean_s => 30, preemptions_per_job => 0.3333, preempted_jobs => 1,
-		max_preemptions_job => 1, nominations => 1, stranded_gpus => 4, idle_gpu_hours_waiting => 1.33
+		max_preemptions_job => 1, nominations => 1, stranded_gpus => 4, idle_gpu_hours_waiting => 1.33,
+		placed_entitled => 1, wait_entitled_mean_s => 30
 	},
 	'drf');
+is($node->safe_psql('replaytest_drf', q{SELECT string_agg(name || ' ' || weight, ', ' ORDER BY name) FROM gangsched.teams}),
+	'a 4, b 4', 'drf: each team weighs its nominal quota (--team-weights quota)');
 cmp_ok($r->{drf}{invariant_checks}, '>=', 1, 'drf: check_invariants() ran');
 
 # The kept databases hold the story: placements in order, the preemption,

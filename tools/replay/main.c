@@ -35,6 +35,8 @@ usage(FILE *f)
 			"  --limit N                 only the first N jobs by submit time\n"
 			"  --until S                 stop at virtual second S (what runs or waits then is unfinished)\n"
 			"  --rack-size N             nodes per rack (default 12)\n"
+			"  --team-weights W          quota: each team's weight (add_team) is its nominal\n"
+			"                            quota, as in the fairness measure (default); equal: 1\n"
 			"  --gpu-slices N            slices per device (default 1, or 4 when the trace has fractions)\n"
 			"  --start TIMESTAMP         virtual time of second 0, UTC (default 2017-10-02 00:00:00)\n"
 			"Policies:\n"
@@ -163,6 +165,7 @@ main(int argc, char **argv)
 		{"set", required_argument, NULL, 12},
 		{"quiet", no_argument, NULL, 13},
 		{"until", required_argument, NULL, 14},
+		{"team-weights", required_argument, NULL, 15},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0}
@@ -283,6 +286,17 @@ main(int argc, char **argv)
 				break;
 			case 14:
 				o.until = arg_seconds("until", optarg, false);
+				break;
+			case 15:
+				if (strcmp(optarg, "quota") == 0)
+					o.equal_weights = false;
+				else if (strcmp(optarg, "equal") == 0)
+					o.equal_weights = true;
+				else
+				{
+					fprintf(stderr, "gangsched-replay: --team-weights is quota or equal, not \"%s\"\n", optarg);
+					return 1;
+				}
 				break;
 			case 'h':
 				usage(stdout);

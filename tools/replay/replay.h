@@ -113,6 +113,7 @@ typedef struct Options
 	bool		checkpoint_on_preempt;
 	int64_t		queue_timeout;
 	int			rack_size;
+	bool		equal_weights;	/* teams of weight 1, not weighted by their quotas */
 	int			slices;			/* 0: 1, or 4 when the trace has fractions */
 	int			limit;
 	int64_t		until;			/* stop at this virtual second; 0 = run to the end */
@@ -171,6 +172,9 @@ typedef struct Result
 	double		wait_borrowed_mean; /* of jobs first placed on borrowed capacity */
 	int			placed_guaranteed,
 				placed_borrowed;
+	double		wait_entitled_mean; /* of jobs whose team's held and waiting GPUs with them fit its
+									 * nominal quota at submit */
+	int			placed_entitled;
 	double		idle_gpu_hours_waiting; /* capacity not allocated while some job waited */
 	int			nominations;
 	double		stranded_gpus;	/* victims' GPUs no preemptor of their round used */

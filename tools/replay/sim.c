@@ -68,6 +68,7 @@ typedef struct SimJob
 	double		gpus;			/* workers x GPUs per worker */
 	int			run_ix;			/* position in Sim.running, -1 */
 	bool		first_borrowed; /* its first placement was on borrowed capacity */
+	bool		entitled;		/* at submit, its team's held and waiting GPUs with it fit the nominal quota */
 	int			npreempt;		/* times it was told to stop */
 } SimJob;
 
@@ -853,6 +854,8 @@ send_submits(Sim *s)
 
 		s->j[ix].st = J_PENDING;
 		queue_enter(s, ix);
+		s->j[ix].entitled = s->team_alloc[tj->team] + s->team_wait[tj->team] + s->j[ix].gpus <=
+			(double) s->tr->teams[tj->team].quota + 1e-9;
 		s->team_wait[tj->team] += s->j[ix].gpus;
 		if (tj->queue_timeout > 0)
 			push(s, s->now + tj->queue_timeout, EV_WAKE, -1);
@@ -1012,7 +1015,8 @@ load_cluster(Sim *s)
 		{
 			buf_printf(&b, "SELECT gangsched.add_team(");
 			buf_sql_literal(&b, t->teams[i].name);
-			buf_printf(&b, ");\nSELECT gangsched.set_quota(");
+			/* the weight the fairness measure uses (a team of quota 0 gets the least) */
+			buf_printf(&b, ", %.6g);\nSELECT gangsched.set_quota(", s->team_weight[i] > 0 ? s->team_weight[i] : 0.000001);
 			buf_sql_literal(&b, t->teams[i].name);
 			buf_printf(&b, ", 'main', %ld);\n", t->teams[i].quota);
 		}
@@ -1178,7 +1182,7 @@ run_policy(const Options *o, const Cluster *c, const Trace *t, const char *polic
 		for (i = 0; i < t->nteams; i++)
 			qsum += t->teams[i].quota;
 		for (i = 0; i < t->nteams; i++)
-			s.team_weight[i] = qsum > 0 ? (double) t->teams[i].quota : 1.0;
+			s.team_weight[i] = (qsum > 0 && !o->equal_weights) ? (double) t->teams[i].quota : 1.0;
 	}
 	for (i = 0; i < s.n; i++)
 	{
@@ -1323,13 +1327,19 @@ run_policy(const Options *o, const Cluster *c, const Trace *t, const char *polic
 	r->wait_mean = nv ? sum / nv : 0;
 	{
 		double		sg = 0,
-					sb = 0;
+					sb = 0,
+					se = 0;
 
 		for (i = 0; i < s.n; i++)
 			if (s.j[i].first_placed >= 0)
 			{
 				double		w = (double) (s.j[i].first_placed - t->jobs[i].submit);
 
+				if (s.j[i].entitled)
+				{
+					se += w;
+					r->placed_entitled++;
+				}
 				if (s.j[i].first_borrowed)
 				{
 					sb += w;
@@ -1343,6 +1353,7 @@ run_policy(const Options *o, const Cluster *c, const Trace *t, const char *polic
 			}
 		r->wait_guaranteed_mean = r->placed_guaranteed ? sg / r->placed_guaranteed : NAN;
 		r->wait_borrowed_mean = r->placed_borrowed ? sb / r->placed_borrowed : NAN;
+		r->wait_entitled_mean = r->placed_entitled ? se / r->placed_entitled : NAN;
 	}
 	r->wait_p50 = percentile(v, nv, 0.50);
 	r->wait_p95 = percentile(v, nv, 0.95);

@@ -130,6 +130,8 @@ print_json(const Result *r)
 	json_num("wait_guaranteed_mean_s", r->wait_guaranteed_mean, 1, false);
 	json_num("wait_borrowed_mean_s", r->wait_borrowed_mean, 1, false);
 	printf("\"placed_guaranteed\":%d,\"placed_borrowed\":%d,", r->placed_guaranteed, r->placed_borrowed);
+	json_num("wait_entitled_mean_s", r->wait_entitled_mean, 1, false);
+	printf("\"placed_entitled\":%d,", r->placed_entitled);
 	printf("\"preemptions\":%d,\"kills\":%d,", r->preemptions, r->kills);
 	json_num("preemptions_per_job", r->submitted ? (double) r->preemptions / r->submitted : 0, 4, false);
 	printf("\"preempted_jobs\":%d,\"max_preemptions_job\":%d,", r->preempted_jobs, r->max_preemptions_job);
@@ -210,6 +212,7 @@ print_table(const Result *r, int n)
 	ROWT("  contended time", r[i].contended_s);
 	ROWT("  wait guaranteed", r[i].wait_guaranteed_mean);
 	ROWT("  wait borrowing", r[i].wait_borrowed_mean);
+	ROWT("  wait entitled at submit", r[i].wait_entitled_mean);
 	ROW("preemptions", "d", r[i].preemptions);
 	ROWN("  per job", r[i].submitted ? (double) r[i].preemptions / r[i].submitted : 0);
 	ROW("  most of one job", "d", r[i].max_preemptions_job);
