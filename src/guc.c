@@ -42,6 +42,7 @@ int			gs_round_lock_timeout_ms = 10000;
 int			gs_team_order = GS_TEAM_FIFO;
 char	   *gs_las_thresholds = NULL;
 double		gs_las_promote_factor = 0;
+bool		gs_las_preemption = true;
 
 static const struct config_enum_entry queue_order_options[] = {
 	{"fair", 0, false},
@@ -242,6 +243,10 @@ gs_guc_init(void)
 							 "(seconds per GPU-second) goes back to queue 0.",
 							 "0 turns starvation promotion off.",
 							 &gs_las_promote_factor, 0, 0, 1e6, PGC_SUSET, 0, NULL, NULL, NULL);
+	DefineCustomBoolVariable("gangsched.las_preemption",
+							 "Lets a pending job of a las team preempt its team's gangs of the same priority in later LAS queues.",
+							 "Off: las teams keep their order but preempt only as fifo teams do (priority, reclaim, fair share).",
+							 &gs_las_preemption, true, PGC_SUSET, 0, NULL, NULL, NULL);
 
 	DefineCustomBoolVariable("gangsched.preemption",
 							 "Lets rounds preempt running gangs (reclaim, fair share, priority).",

@@ -28,6 +28,7 @@ extern int	gs_round_lock_timeout_ms;
 extern int	gs_team_order;		/* GsTeamOrder (las.h) */
 extern char *gs_las_thresholds;
 extern double gs_las_promote_factor;
+extern bool gs_las_preemption;
 
 /* The scheduler's clock: the override when set, else now(). */
 extern TimestampTz gs_now(void);

@@ -206,6 +206,7 @@ typedef struct GsJob
 	double		attained;		/* GPU-seconds held so far, all allocations (las teams only) */
 	int16_t		las_queue;		/* its LAS queue, -1 when its team is not las */
 	bool		las_promoted;	/* in queue 0 by starvation promotion */
+	bool		las_preempts;	/* may preempt its team's gangs of later queues (gangsched.las_preemption) */
 	/* this attempt, set by the order step */
 	uint64_t	pool_mask;		/* pools the gang may go to now */
 	bool		quota_blocked;	/* quota rules allow it nowhere now */

@@ -124,6 +124,7 @@ las_reslot(GsState *st, GsJob **global, int n)
 
 			j->las_queue = (int16_t) gs_las_pending_queue(j->attained, waited, gs_las_promote_factor,
 														  &j->las_promoted);
+			j->las_preempts = gs_las_preemption;
 			any = true;
 		}
 		else

@@ -749,7 +749,7 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 		{
 			/* priority: only lower; las: same priority, a later queue */
 			if (!(r->priority < j->priority) &&
-				!(r->priority == j->priority && j->las_queue >= 0 && r->las_queue > j->las_queue))
+				!(r->priority == j->priority && j->las_preempts && j->las_queue >= 0 && r->las_queue > j->las_queue))
 				continue;
 		}
 		else if (j->quota_blocked)
