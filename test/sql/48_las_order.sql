@@ -56,6 +56,10 @@ SELECT detail->>'las_queue' AS las_queue, detail->>'attained_gpu_seconds' AS att
 SET gangsched.clock_override = '2030-01-01 01:00:00+00';
 SELECT gangsched.submit('t', 1, 4, name => 'short1');
 SELECT * FROM pg_temp.queue();
+-- with gangsched.las_preemption off it keeps its place but preempts nothing
+SET gangsched.las_preemption = off;
+SELECT pos, name, las_queue, reason FROM pg_temp.queue();
+RESET gangsched.las_preemption;
 SELECT preempted FROM gangsched.run_round();
 SELECT name, state, preempt_deadline FROM gangsched.jobs ORDER BY job;
 SELECT detail->>'trigger' AS trigger, detail->>'las_queue' AS las_queue, reason
