@@ -25,7 +25,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 TRACES=${TRACES:-$ROOT/../shared/data/traces}
 SCALES="0.125 0.25 0.5"
-POLICIES="fifo,fifo-backfill,drf,drf-nopreempt"
+POLICIES="fifo,fifo-backfill,drf,drf-nopreempt,drf-las,las"
 OUT=$ROOT/bench/out/replay
 KEEP=0 DOCS=0 EXTRA=() HISTORY=0
 MAINT_DB=${REPLAY_MAINTENANCE_DB:-postgres}

@@ -18,6 +18,7 @@
 
 #include "gangsched.h"
 #include "guc.h"
+#include "las.h"
 #include "preempt.h"
 
 char	   *gs_clock_override = NULL;
@@ -38,10 +39,19 @@ bool		gs_backfill = true;
 int			gs_max_pending_per_team = 10000;
 int			gs_max_workers_per_gang = 4096;
 int			gs_round_lock_timeout_ms = 10000;
+int			gs_team_order = GS_TEAM_FIFO;
+char	   *gs_las_thresholds = NULL;
+double		gs_las_promote_factor = 0;
+bool		gs_las_preemption = true;
 
 static const struct config_enum_entry queue_order_options[] = {
 	{"fair", 0, false},
 	{"priority", 1, false},
+	{NULL, 0, false}
+};
+static const struct config_enum_entry team_order_options[] = {
+	{"fifo", GS_TEAM_FIFO, false},
+	{"las", GS_TEAM_LAS, false},
 	{NULL, 0, false}
 };
 static const struct config_enum_entry fair_preemption_options[] = {
@@ -101,6 +111,43 @@ gs_now(void)
 		return ts;
 	/* the clock rule (docs/concepts.md): the time of reading, not of BEGIN */
 	return GetCurrentTimestamp();
+}
+
+/* gangsched.las_thresholds: parsed once here, used by every round */
+typedef struct LasExtra
+{
+	int			n;
+	double		v[GS_LAS_MAX_THRESHOLDS];
+} LasExtra;
+
+static bool
+check_las_thresholds(char **newval, void **extra, GucSource source)
+{
+	LasExtra   *e = malloc(sizeof(LasExtra));
+	const char *why = NULL;
+
+	if (e == NULL)
+		return false;
+	if (!gs_las_parse(*newval ? *newval : "", e->v, &e->n, &why))
+	{
+		free(e);
+		GUC_check_errdetail("\"%s\" is not a list of GPU-second thresholds: %s", *newval, why);
+		GUC_check_errhint("Use ascending positive numbers separated by commas, such as '3250,7200', or '' for one queue.");
+		return false;
+	}
+	*extra = e;
+	return true;
+}
+
+static void
+assign_las_thresholds(const char *newval, void *extra)
+{
+	LasExtra   *e = extra;
+
+	if (e == NULL)
+		return;
+	gs_las_nthresholds = e->n;
+	memcpy(gs_las_thresholds_v, e->v, sizeof(double) * e->n);
 }
 
 static bool
@@ -178,6 +225,28 @@ gs_guc_init(void)
 							 "then submit order. priority: priority, then submit order, across teams. Quota rules "
 							 "apply under both.",
 							 &gs_queue_order, 0, queue_order_options, PGC_SUSET, 0, NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("gangsched.team_order",
+							 "Order of a team's own pending jobs (the default for teams without their own, gangsched.set_team_order).",
+							 "fifo: priority, then submit order. las: priority, then least attained service (GPU-seconds "
+							 "held so far, discretized by gangsched.las_thresholds), then submit order; a pending job of a "
+							 "higher queue may preempt its team's jobs of lower queues. The order across teams is unchanged.",
+							 &gs_team_order, GS_TEAM_FIFO, team_order_options, PGC_SUSET, 0, NULL, NULL, NULL);
+	DefineCustomStringVariable("gangsched.las_thresholds",
+							   "Attained-service thresholds, in GPU-seconds, that cut a las team's jobs into queues.",
+							   "Ascending, comma-separated: a job below the first is in queue 0 (first), one at or "
+							   "above the k-th in queue k. Empty: one queue.",
+							   &gs_las_thresholds, "3250,7200", PGC_SUSET, 0,
+							   check_las_thresholds, assign_las_thresholds, NULL);
+	DefineCustomRealVariable("gangsched.las_promote_factor",
+							 "A pending job of a las team that has waited longer than this times its attained service "
+							 "(seconds per GPU-second) goes back to queue 0.",
+							 "0 turns starvation promotion off.",
+							 &gs_las_promote_factor, 0, 0, 1e6, PGC_SUSET, 0, NULL, NULL, NULL);
+	DefineCustomBoolVariable("gangsched.las_preemption",
+							 "Lets a pending job of a las team preempt its team's gangs of the same priority in later LAS queues.",
+							 "Off: las teams keep their order but preempt only as fifo teams do (priority, reclaim, fair share).",
+							 &gs_las_preemption, true, PGC_SUSET, 0, NULL, NULL, NULL);
 
 	DefineCustomBoolVariable("gangsched.preemption",
 							 "Lets rounds preempt running gangs (reclaim, fair share, priority).",

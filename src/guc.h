@@ -25,6 +25,10 @@ extern int	gs_max_pending_per_team;	/* read by submit() in SQL */
 extern int	gs_max_workers_per_gang;	/* read by submit() in SQL */
 extern char *gs_database;
 extern int	gs_round_lock_timeout_ms;
+extern int	gs_team_order;		/* GsTeamOrder (las.h) */
+extern char *gs_las_thresholds;
+extern double gs_las_promote_factor;
+extern bool gs_las_preemption;
 
 /* The scheduler's clock: the override when set, else now(). */
 extern TimestampTz gs_now(void);

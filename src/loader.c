@@ -19,6 +19,8 @@
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 
+#include "guc.h"
+#include "las.h"
 #include "loader.h"
 #include "placement.h"
 
@@ -266,6 +268,8 @@ job_receive(TupleTableSlot *slot, DestReceiver *self)
 	j->queued_at = DatumGetTimestampTz(v[21]);
 	j->queue_timeout_s = nl[22] ? -1 : DatumGetFloat8(v[22]);
 	j->old_reason_refused = !nl[23] && DatumGetBool(v[23]);
+	j->attained = (st->las_teams && !nl[24]) ? DatumGetFloat8(v[24]) : 0;
+	j->las_queue = -1;			/* set by the order step, which knows the clock */
 	/* clamp depths the model cannot have */
 	if (j->group_depth > c->nlevels + 1 || j->group_depth < 0)
 		j->group_depth = c->nlevels + 1;
@@ -395,7 +399,16 @@ gs_load_state_ex(bool queue)
 		node_by_id[c->nodes[i].id] = i;
 
 	/* teams and their quotas */
-	run("SELECT id, weight::pg_catalog.float8, name FROM gangsched.teams ORDER BY id", SPI_OK_SELECT);
+	/*
+	 * A team's order matters to rounds only; admission (!queue) also runs
+	 * on a 0.1 catalog before its update, which has no teams.team_order.
+	 */
+	if (queue)
+		run("SELECT id, weight::pg_catalog.float8, name,"
+			"       COALESCE(team_order, pg_catalog.current_setting('gangsched.team_order')) OPERATOR(pg_catalog.=) 'las'"
+			"  FROM gangsched.teams ORDER BY id", SPI_OK_SELECT);
+	else
+		run("SELECT id, weight::pg_catalog.float8, name, false FROM gangsched.teams ORDER BY id", SPI_OK_SELECT);
 	c->nteams = (int) SPI_processed;
 	c->teams = palloc0(sizeof(GsTeam) * Max(c->nteams, 1));
 	for (i = 0; i < c->nteams; i++)
@@ -403,6 +416,13 @@ gs_load_state_ex(bool queue)
 		c->teams[i].id = col_int(i, 1, 0);
 		c->teams[i].weight = col_float(i, 2, 1);
 		c->teams[i].name = col_text(i, 3);
+		c->teams[i].las = col_bool(i, 4);
+		if (c->teams[i].las)
+		{
+			if (st->las_teams == NULL)
+				initStringInfo(st->las_teams = palloc(sizeof(StringInfoData)));
+			appendStringInfo(st->las_teams, "%s%d", st->las_teams->len ? "," : "", c->teams[i].id);
+		}
 		max_team = Max(max_team, c->teams[i].id);
 	}
 	team_by_id = palloc(sizeof(int) * (max_team + 1));
@@ -609,6 +629,7 @@ gs_load_state_ex(bool queue)
 	{
 		JobReceiver r;
 		SPIExecuteOptions opts;
+		StringInfoData sql;
 		int			rc;
 
 		memset(&r, 0, sizeof(r));
@@ -628,7 +649,8 @@ gs_load_state_ex(bool queue)
 		memset(&opts, 0, sizeof(opts));
 		opts.read_only = false;
 		opts.dest = (DestReceiver *) &r;
-		rc = SPI_execute_extended(
+		initStringInfo(&sql);
+		appendStringInfoString(&sql,
 			"SELECT g.id, g.team_id, g.priority, g.queue_pos, g.workers, g.f_gpus, g.f_cpus,"
 			"       g.f_mem_gb, g.f_net_gbps, g.gpu_model, g.f_gpu_mem_gb, g.pool_id,"
 			"       g.preemptible, g.group_size, g.group_span, g.stages, g.stage_span, g.span,"
@@ -637,8 +659,25 @@ gs_load_state_ex(bool queue)
 			"            WHEN g.locality OPERATOR(pg_catalog.=) 'preferred' THEN 1 ELSE 0 END,"
 			"       pg_catalog.hashtext(g.reason), g.queued_at,"
 			"       EXTRACT(epoch FROM g.queue_timeout)::pg_catalog.float8,"
-			"       pg_catalog.strpos(g.reason, 'preemption refused: ') OPERATOR(pg_catalog.>) 0"
-			"  FROM gangsched.gangs g WHERE g.state OPERATOR(pg_catalog.=) 'pending'", &opts);
+			"       pg_catalog.strpos(g.reason, 'preemption refused: ') OPERATOR(pg_catalog.>) 0");
+		/*
+		 * The attained service of las teams' jobs that have held capacity
+		 * before (requeued: only they have allocations), in the same query:
+		 * one probe of the job's allocations each, closed ones only.
+		 */
+		if (st->las_teams != NULL)
+			appendStringInfo(&sql,
+							 ", CASE WHEN g.requeues OPERATOR(pg_catalog.>) 0"
+							 "        AND g.team_id OPERATOR(pg_catalog.=) ANY ('{%s}'::pg_catalog.int4[])"
+							 "   THEN (SELECT pg_catalog.sum(a.gpus::pg_catalog.float8 OPERATOR(pg_catalog.*)"
+							 "                EXTRACT(epoch FROM pg_catalog.upper(a.during) OPERATOR(pg_catalog.-)"
+							 "                                   pg_catalog.lower(a.during))::pg_catalog.float8)"
+							 "           FROM gangsched.allocations a"
+							 "          WHERE a.job OPERATOR(pg_catalog.=) g.id"
+							 "            AND NOT pg_catalog.upper_inf(a.during)) END",
+							 st->las_teams->data);
+		appendStringInfoString(&sql, "  FROM gangsched.gangs g WHERE g.state OPERATOR(pg_catalog.=) 'pending'");
+		rc = SPI_execute_extended(sql.data, &opts);
 		MemoryContextSwitchTo(r.cxt);
 		/* with a receiver of our own, SPI reports a SELECT as a utility */
 		if (rc != SPI_OK_SELECT && rc != SPI_OK_UTILITY)
@@ -733,6 +772,7 @@ gs_load_running(GsState *st)
 	int		   *team_by_id;
 	HTAB	   *byjob;
 	HASHCTL		ctl;
+	StringInfoData sql;
 
 	if (st->running_loaded)
 		return;
@@ -752,15 +792,30 @@ gs_load_running(GsState *st)
 	for (i = 0; i < c->nteams; i++)
 		team_by_id[c->teams[i].id] = i;
 
-	run("SELECT g.id, g.team_id, g.priority, g.preemptible, g.borrowed,"
+	initStringInfo(&sql);
+	appendStringInfoString(&sql,
+		"SELECT g.id, g.team_id, g.priority, g.preemptible, g.borrowed,"
 		"       COALESCE(g.started_at, g.placed_at), COALESCE(g.last_checkpoint_at, g.started_at, g.placed_at),"
 		"       g.f_gpus OPERATOR(pg_catalog.*) g.workers,"
 		"       COALESCE(EXTRACT(epoch FROM g.grace)::pg_catalog.float8, -1),"
 		"       g.f_gpus OPERATOR(pg_catalog.*) g.workers, g.f_cpus OPERATOR(pg_catalog.*) g.workers,"
 		"       g.f_mem_gb OPERATOR(pg_catalog.*) g.workers, g.f_net_gbps OPERATOR(pg_catalog.*) g.workers,"
-		"       g.workers"
+		"       g.workers");
+	/* las teams' jobs: GPU-seconds held so far, the open allocations up to the round's clock */
+	if (st->las_teams != NULL)
+		appendStringInfo(&sql,
+						 ", CASE WHEN g.team_id OPERATOR(pg_catalog.=) ANY ('{%s}'::pg_catalog.int4[])"
+						 "   THEN (SELECT pg_catalog.sum(a.gpus::pg_catalog.float8 OPERATOR(pg_catalog.*)"
+						 "                EXTRACT(epoch FROM COALESCE(pg_catalog.upper(a.during), pg_catalog.to_timestamp(%.6f))"
+						 "                                   OPERATOR(pg_catalog.-) pg_catalog.lower(a.during))::pg_catalog.float8)"
+						 "           FROM gangsched.allocations a WHERE a.job OPERATOR(pg_catalog.=) g.id) END",
+						 st->las_teams->data,
+						 (double) st->now / USECS_PER_SEC +
+						 (double) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY);
+	appendStringInfoString(&sql,
 		"  FROM gangsched.gangs g"
-		" WHERE g.state OPERATOR(pg_catalog.=) ANY ('{placed,running}'::pg_catalog.text[])", SPI_OK_SELECT);
+		" WHERE g.state OPERATOR(pg_catalog.=) ANY ('{placed,running}'::pg_catalog.text[])");
+	run(sql.data, SPI_OK_SELECT);
 	st->nrunning = (int) SPI_processed;
 	st->running = palloc0(sizeof(GsRunning) * Max(st->nrunning, 1));
 	memset(&ctl, 0, sizeof(ctl));
@@ -789,6 +844,12 @@ gs_load_running(GsState *st)
 		for (k = 0; k < GS_NRES; k++)
 			r->demand[k] = col_float(i, 10 + k, 0);
 		r->nalloc_cap = Max(col_int(i, 14, 1), 1);
+		r->las_queue = -1;
+		if (st->las_teams != NULL && r->tix >= 0 && c->teams[r->tix].las)
+		{
+			r->attained = Max(col_float(i, 15, 0), 0);
+			r->las_queue = (int16_t) gs_las_queue_of(r->attained);
+		}
 		r->allocs = palloc0(sizeof(GsAlloc) * r->nalloc_cap);
 		r->pool = -1;
 		slot = hash_search(byjob, &r->id, HASH_ENTER, &found);

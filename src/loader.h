@@ -16,6 +16,7 @@ typedef struct GsState
 	int			nrunning;
 	GsRunning  *running;
 	int64_t		now;			/* the scheduler's clock for this round */
+	struct StringInfoData *las_teams;	/* ids of las teams ("1,4"), NULL when none */
 	void		(*load_running) (struct GsState *st);	/* SPI edge, set by the caller */
 } GsState;
 

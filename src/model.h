@@ -67,6 +67,7 @@ typedef struct GsTeam
 	double		weight;
 	const char *name;
 	double		used[GS_NRES];	/* over all pools */
+	bool		las;			/* its jobs in least-attained-service order (las.h) */
 } GsTeam;
 
 typedef struct GsNode
@@ -157,6 +158,8 @@ typedef struct GsRunning
 	double		gpus_total;		/* gpus × workers */
 	double		grace_s;		/* its own grace, < 0 default */
 	double		demand[GS_NRES];
+	double		attained;		/* GPU-seconds held so far, all allocations (las teams only) */
+	int16_t		las_queue;		/* its LAS queue, -1 when its team is not las */
 	int			nalloc;
 	int			nalloc_cap;
 	GsAlloc    *allocs;
@@ -200,6 +203,10 @@ typedef struct GsJob
 	int64_t		queued_at;		/* TimestampTz of its last entry into pending */
 	double		queue_timeout_s;	/* its own queue timeout, < 0 none */
 	bool		expiring;		/* its queue timeout has passed: not a candidate */
+	double		attained;		/* GPU-seconds held so far, all allocations (las teams only) */
+	int16_t		las_queue;		/* its LAS queue, -1 when its team is not las */
+	bool		las_promoted;	/* in queue 0 by starvation promotion */
+	bool		las_preempts;	/* may preempt its team's gangs of later queues (gangsched.las_preemption) */
 	/* this attempt, set by the order step */
 	uint64_t	pool_mask;		/* pools the gang may go to now */
 	bool		quota_blocked;	/* quota rules allow it nowhere now */
@@ -213,7 +220,7 @@ typedef struct GsJob
 	int			nvictims;
 	GsRunning **victims;
 	double		victim_cost;	/* lost GPU-seconds of the plan */
-	const char *trigger;		/* reclaim | fair share | priority */
+	const char *trigger;		/* reclaim | fair share | priority | las */
 	int			nwaits;			/* earlier victims of this round whose rest it uses */
 	GsRunning **waits;
 	double		stranded_gpus;	/* victims' GPUs it does not use */

@@ -13,12 +13,21 @@
  * guaranteed candidate that does not fit is tried again at once as
  * borrowed work elsewhere.
  *
+ * Within a team whose order is las (gangsched.team_order, or the team's
+ * own), the LAS queue comes between priority and submit order: jobs that
+ * have attained less service go first (las.h). Only the team's own jobs
+ * change places: under the priority order each keeps the slots its team's
+ * jobs had (so the interleaving of teams is the fifo one), under the fair
+ * order the team's queue is sorted so.
+ *
  * Each job's per-team queue is scanned once per phase, so the order costs
  * O(jobs × teams) at most.
  */
 #include "postgres.h"
 
 #include "fair.h"
+#include "guc.h"
+#include "las.h"
 #include "order.h"
 
 typedef struct TeamQ
@@ -75,6 +84,83 @@ cmp_priority_fifo(const void *a, const void *b)
 	return x->id < y->id ? -1 : (x->id > y->id);
 }
 
+/* Within a las team: priority, then LAS queue, then submit order. */
+static int
+cmp_priority_las(const void *a, const void *b)
+{
+	const GsJob *x = *(GsJob *const *) a;
+	const GsJob *y = *(GsJob *const *) b;
+
+	if (x->priority != y->priority)
+		return x->priority > y->priority ? -1 : 1;
+	if (x->las_queue != y->las_queue)
+		return x->las_queue < y->las_queue ? -1 : 1;
+	return cmp_priority_fifo(a, b);
+}
+
+/*
+ * LAS queues of the las teams' jobs, then those teams' jobs re-sorted in
+ * the slots they hold in `global` (sorted by priority, then submit order):
+ * a job moves only within its team and its priority.
+ */
+static void
+las_reslot(GsState *st, GsJob **global, int n)
+{
+	GsCluster  *c = st->cluster;
+	int		   *cnt,
+			   *cur;
+	GsJob	 ***byteam;
+	int			i,
+				t;
+	bool		any = false;
+
+	for (i = 0; i < n; i++)
+	{
+		GsJob	   *j = global[i];
+
+		if (j->tix >= 0 && c->teams[j->tix].las)
+		{
+			double		waited = (double) Max(st->now - j->queued_at, 0) / 1000000.0;
+
+			j->las_queue = (int16_t) gs_las_pending_queue(j->attained, waited, gs_las_promote_factor,
+														  &j->las_promoted);
+			j->las_preempts = gs_las_preemption;
+			any = true;
+		}
+		else
+			j->las_queue = -1;
+	}
+	if (!any)
+		return;
+	cnt = palloc0(sizeof(int) * c->nteams);
+	cur = palloc0(sizeof(int) * c->nteams);
+	byteam = palloc0(sizeof(GsJob **) * c->nteams);
+	for (i = 0; i < n; i++)
+		if (global[i]->las_queue >= 0)
+			cnt[global[i]->tix]++;
+	for (t = 0; t < c->nteams; t++)
+		if (cnt[t] > 0)
+			byteam[t] = palloc(sizeof(GsJob *) * cnt[t]);
+	for (i = 0; i < n; i++)
+		if (global[i]->las_queue >= 0)
+		{
+			t = global[i]->tix;
+			byteam[t][cur[t]++] = global[i];
+		}
+	for (t = 0; t < c->nteams; t++)
+	{
+		if (cnt[t] > 1)
+			qsort(byteam[t], cnt[t], sizeof(GsJob *), cmp_priority_las);
+		cur[t] = 0;
+	}
+	for (i = 0; i < n; i++)
+		if (global[i]->las_queue >= 0)
+		{
+			t = global[i]->tix;
+			global[i] = byteam[t][cur[t]++];
+		}
+}
+
 GsOrder *
 gs_order_begin(GsState *st, GsOrderPolicy policy)
 {
@@ -91,6 +177,7 @@ gs_order_begin(GsState *st, GsOrderPolicy policy)
 	for (i = 0; i < n; i++)
 		o->global[i] = &st->jobs[i];
 	qsort(o->global, n, sizeof(GsJob *), cmp_priority_fifo);
+	las_reslot(st, o->global, n);
 
 	o->nq = c->nteams + 1;
 	o->tq = palloc0(sizeof(TeamQ) * o->nq);

@@ -9,7 +9,10 @@
  *    final_share J's team, with J, must end at or below the weighted
  *    dominant share the victim's team keeps without its victims; with
  *    initial_share below the share that team holds before the swap;
- *  - priority: victims are gangs of J's own team with lower priority.
+ *  - priority: victims are gangs of J's own team with lower priority;
+ *  - las: in a team whose order is las (las.h), victims are gangs of J's
+ *    own team with J's priority in a later LAS queue than J's (they have
+ *    attained more service).
  * Never a non-preemptible gang, never another team's guaranteed work, never
  * a gang that started less than gangsched.min_runtime ago, never one outside
  * the pools J may use. Shares are the round's: victims chosen earlier in the
@@ -83,6 +86,8 @@ cmp_in_team(const Cand *x, const Cand *y)
 {
 	if (x->r->priority != y->r->priority)
 		return x->r->priority < y->r->priority ? -1 : 1;
+	if (x->r->las_queue != y->r->las_queue)
+		return x->r->las_queue > y->r->las_queue ? -1 : 1;	/* most attained first */
 	if (x->lost != y->lost)
 		return x->lost < y->lost ? -1 : 1;
 	if (x->r->since != y->r->since)
@@ -755,8 +760,10 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 		}
 		if (r->tix == j->tix)
 		{
-			if (!(r->priority < j->priority))
-				continue;		/* priority: only lower */
+			/* priority: only lower; las: same priority, a later queue */
+			if (!(r->priority < j->priority) &&
+				!(r->priority == j->priority && j->las_preempts && j->las_queue >= 0 && r->las_queue > j->las_queue))
+				continue;
 		}
 		else if (j->quota_blocked)
 			continue;			/* its own quota blocks it: only its team's work */
@@ -977,7 +984,12 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 	j->victims = best.v;
 	j->victim_cost = best.n > 0 ? best.lost : 0;
 	if (best.n > 0 && best.v[0]->tix == j->tix)
+	{
 		j->trigger = "priority";
+		for (i = 0; i < best.n; i++)
+			if (best.v[i]->priority == j->priority)
+				j->trigger = "las";
+	}
 	else
 		j->trigger = j->try_borrowing ? "fair share" : "reclaim";
 	return true;

@@ -41,6 +41,7 @@
 #include "version.h"
 #include "bulk.h"
 #include "guc.h"
+#include "las.h"
 #include "loader.h"
 #include "order.h"
 #include "metrics.h"
@@ -318,7 +319,11 @@ write_nominations(GsState *st, GsDecision *dec, TimestampTz now)
 		/* its victims' GPUs no nomination of this round uses: idle until they go */
 		for (k = 0; k < j->nvictims; k++)
 			stranded += gs_victim_rest_gpus(c, j->victims[k]);
-		appendStringInfo(&det, ",\"stranded_gpus\":%g}", stranded);
+		appendStringInfo(&det, ",\"stranded_gpus\":%g", stranded);
+		if (j->las_queue >= 0)
+			appendStringInfo(&det, ",\"las_queue\":%d,\"attained_gpu_seconds\":%.1f",
+							 j->las_queue, j->attained);
+		appendStringInfoChar(&det, '}');
 		n_job[nn] = j->id;
 		n_borrowed[nn] = j->borrowed;
 		n_reason[nn] = (char *) j->reason;
@@ -684,6 +689,9 @@ write_decisions(GsState *st, GsDecision *dec, TimestampTz now)
 		escape_json(&det, c->dom[j->dom_depth][j->dom_index].label);
 		appendStringInfoString(&det, ",\"level\":");
 		escape_json(&det, c->level_names[j->dom_depth]);
+		if (j->las_queue >= 0)
+			appendStringInfo(&det, ",\"las_queue\":%d,\"attained_gpu_seconds\":%.1f",
+							 j->las_queue, j->attained);
 		appendStringInfoChar(&det, '}');
 		p_job[np] = j->id;
 		p_borrowed[np] = j->borrowed;
@@ -1250,10 +1258,18 @@ gs_why_pending(PG_FUNCTION_ARGS)
 															 st->cluster->teams[target->tix].weight,
 															 target->try_borrowing ? "; it would borrow, so guaranteed work of every team goes first" : "")));
 			}
+			if (target->las_queue >= 0)
+				rows = lappend(rows, list_make2(psprintf("las queue"),
+												psprintf("team %s orders its jobs by least attained service: this job has held %.0f GPU-seconds, queue %d of %d%s",
+														 st->cluster->teams[target->tix].name, target->attained,
+														 target->las_queue, gs_las_nthresholds + 1,
+														 target->las_promoted ? " (promoted to queue 0: it waited longer than gangsched.las_promote_factor times its attained service)" :
+														 target->las_queue > 0 ? " (later queues go after earlier ones of the same priority)" : "")));
 			if (pos > 0)
 				rows = lappend(rows, list_make2(psprintf("queue order"),
-												psprintf("%d job%s before it (priority %d, then submit order)",
-														 pos, pos == 1 ? " comes" : "s come", target->priority)));
+												psprintf("%d job%s before it (priority %d, then %s)",
+														 pos, pos == 1 ? " comes" : "s come", target->priority,
+														 target->las_queue >= 0 ? "LAS queue, then submit order" : "submit order")));
 		}
 		MemoryContextSwitchTo(oldcxt);
 	}
@@ -1304,8 +1320,8 @@ gs_queue(PG_FUNCTION_ARGS)
 	for (k = 0; k < n; k++)
 	{
 		GsJob	   *j = gs_order_at(dec.order, k);
-		Datum		v[6];
-		bool		nl[6] = {false, false, false, false, false, false};
+		Datum		v[8];
+		bool		nl[8] = {false, false, false, false, false, false, false, false};
 
 		if (j->expiring)
 			continue;
@@ -1320,6 +1336,14 @@ gs_queue(PG_FUNCTION_ARGS)
 			v[5] = CStringGetTextDatum(j->reason);
 		else
 			nl[5] = true;
+		/* las teams' jobs: their LAS queue and attained service (GPU-seconds) */
+		if (j->las_queue >= 0)
+		{
+			v[6] = Int32GetDatum(j->las_queue);
+			v[7] = Float8GetDatum(j->attained);
+		}
+		else
+			nl[6] = nl[7] = true;
 		tuplestore_putvalues(ts, tupdesc, v, nl);
 	}
 	SPI_finish();

@@ -5,21 +5,26 @@
 -- The pending queue as the next round would try it (a dry run of the round:
 -- nothing is written). Internal; read the `queue` view.
 CREATE FUNCTION gangsched._queue(OUT "position" int, OUT job bigint, OUT dominant_share float8,
-                                 OUT would_borrow bool, OUT fits_now bool, OUT reason text)
+                                 OUT would_borrow bool, OUT fits_now bool, OUT reason text,
+                                 OUT las_queue int, OUT attained_gpu_seconds float8)
 RETURNS SETOF record LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'gs_queue';
 
 -- Pending jobs in the order the next round would try them, with the
 -- weighted dominant share of the job's team when it is tried and whether it
--- would run on borrowed capacity (beyond its team's nominal quota).
+-- would run on borrowed capacity (beyond its team's nominal quota); for the
+-- jobs of a team whose order is las, its LAS queue and the GPU-seconds it
+-- has held so far (NULL for other teams' jobs).
 -- The rows of _queue() the caller may see (see the jobs view).
 CREATE FUNCTION gangsched._queue_visible(OUT "position" int, OUT job bigint, OUT dominant_share float8,
-                                         OUT would_borrow bool, OUT fits_now bool, OUT reason text)
+                                         OUT would_borrow bool, OUT fits_now bool, OUT reason text,
+                                         OUT las_queue int, OUT attained_gpu_seconds float8)
 RETURNS SETOF record LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     v record := gangsched._visibility();
 BEGIN
     RETURN QUERY
-    SELECT q.position, q.job, q.dominant_share, q.would_borrow, q.fits_now, q.reason
+    SELECT q.position, q.job, q.dominant_share, q.would_borrow, q.fits_now, q.reason,
+           q.las_queue, q.attained_gpu_seconds
       FROM gangsched._queue() q
      WHERE v.all_rows OR (SELECT g.team_id FROM gangsched.gangs g WHERE g.id = q.job) = ANY (v.teams);
 END $$;
@@ -27,7 +32,7 @@ END $$;
 CREATE VIEW gangsched.queue AS
 SELECT q.position, q.job, t.name AS team, j.name, j.priority, j.workers, j.gpus, j.preemptible,
        round(q.dominant_share::numeric, 4) AS dominant_share, q.would_borrow, q.fits_now, q.reason,
-       j.submitted_at
+       j.submitted_at, q.las_queue, q.attained_gpu_seconds
   FROM gangsched._queue_visible() q
   JOIN gangsched.gangs j ON j.id = q.job
   JOIN gangsched.teams t ON t.id = j.team_id

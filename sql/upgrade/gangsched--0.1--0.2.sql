@@ -1168,3 +1168,79 @@ SELECT 7, NULL, NULL, format('PUBLIC may execute %s', p.oid::regprocedure)
  WHERE p.pronamespace = 'gangsched'::regnamespace
    AND (p.proacl IS NULL OR EXISTS (SELECT FROM aclexplode(p.proacl) a WHERE a.grantee = 0))
 $$;
+
+
+/* ================================================================== */
+/* Issue 13, least attained service within teams: teams.team_order,   */
+/* set_team_order() (sql/src/63_team_order.sql) and the queue's LAS   */
+/* columns (66_fairness.sql: _queue, _queue_visible and the view get  */
+/* las_queue and attained_gpu_seconds, so they are dropped and made   */
+/* again; 98_privileges.sql grants them again)                        */
+/* ================================================================== */
+
+-- A team's own order of its pending jobs; NULL follows the setting
+-- gangsched.team_order. las: priority, then the LAS queue its attained
+-- service (GPU-seconds held so far) falls in, then submit order; a pending
+-- job may preempt its team's jobs of the same priority in later queues
+-- (docs/fairness.md). The order across teams is not affected.
+ALTER TABLE gangsched.teams
+    ADD COLUMN team_order text CHECK (team_order IN ('fifo', 'las'));
+
+-- Operator: set a team's order; NULL returns it to gangsched.team_order.
+CREATE FUNCTION gangsched.set_team_order(team text, team_order text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    tid int := gangsched._team_id(team);
+BEGIN
+    IF team_order IS NOT NULL AND team_order NOT IN ('fifo', 'las') THEN
+        RAISE EXCEPTION 'invalid team order "%"', team_order
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'A team orders its jobs by priority, then submit order (fifo), or by priority, then least attained service, then submit order (las).',
+                  HINT = 'Use ''fifo'', ''las'', or NULL for the setting gangsched.team_order.';
+    END IF;
+    UPDATE gangsched.teams t SET team_order = set_team_order.team_order WHERE t.id = tid;
+    PERFORM gangsched._event('team', NULL, NULL, tid, 'team order set',
+                             jsonb_build_object('team', team, 'team_order', team_order));
+END $$;
+
+DROP VIEW gangsched.queue;
+DROP FUNCTION gangsched._queue_visible();
+DROP FUNCTION gangsched._queue();
+
+-- The pending queue as the next round would try it (a dry run of the round:
+-- nothing is written). Internal; read the `queue` view.
+CREATE FUNCTION gangsched._queue(OUT "position" int, OUT job bigint, OUT dominant_share float8,
+                                 OUT would_borrow bool, OUT fits_now bool, OUT reason text,
+                                 OUT las_queue int, OUT attained_gpu_seconds float8)
+RETURNS SETOF record LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'gs_queue';
+
+-- Pending jobs in the order the next round would try them, with the
+-- weighted dominant share of the job's team when it is tried and whether it
+-- would run on borrowed capacity (beyond its team's nominal quota); for the
+-- jobs of a team whose order is las, its LAS queue and the GPU-seconds it
+-- has held so far (NULL for other teams' jobs).
+-- The rows of _queue() the caller may see (see the jobs view).
+CREATE FUNCTION gangsched._queue_visible(OUT "position" int, OUT job bigint, OUT dominant_share float8,
+                                         OUT would_borrow bool, OUT fits_now bool, OUT reason text,
+                                         OUT las_queue int, OUT attained_gpu_seconds float8)
+RETURNS SETOF record LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    v record := gangsched._visibility();
+BEGIN
+    RETURN QUERY
+    SELECT q.position, q.job, q.dominant_share, q.would_borrow, q.fits_now, q.reason,
+           q.las_queue, q.attained_gpu_seconds
+      FROM gangsched._queue() q
+     WHERE v.all_rows OR (SELECT g.team_id FROM gangsched.gangs g WHERE g.id = q.job) = ANY (v.teams);
+END $$;
+
+CREATE VIEW gangsched.queue AS
+SELECT q.position, q.job, t.name AS team, j.name, j.priority, j.workers, j.gpus, j.preemptible,
+       round(q.dominant_share::numeric, 4) AS dominant_share, q.would_borrow, q.fits_now, q.reason,
+       j.submitted_at, q.las_queue, q.attained_gpu_seconds
+  FROM gangsched._queue_visible() q
+  JOIN gangsched.gangs j ON j.id = q.job
+  JOIN gangsched.teams t ON t.id = j.team_id
+ ORDER BY q.position;
+
+/* ---------- end of issue 13, least attained service ---------- */

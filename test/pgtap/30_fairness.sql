@@ -6,7 +6,7 @@ BEGIN;
 SET LOCAL client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS gangsched CASCADE;
-SELECT plan(24);
+SELECT plan(27);
 
 SET LOCAL TimeZone = 'UTC';
 SET LOCAL gangsched.clock_override = '2030-01-01 00:00:00+00';
@@ -18,7 +18,8 @@ SET LOCAL gangsched.preemption = off;
 SELECT has_view('gangsched', 'queue', 'view gangsched.queue exists');
 SELECT columns_are('gangsched', 'queue',
                    ARRAY['position', 'job', 'team', 'name', 'priority', 'workers', 'gpus', 'preemptible',
-                         'dominant_share', 'would_borrow', 'fits_now', 'reason', 'submitted_at'],
+                         'dominant_share', 'would_borrow', 'fits_now', 'reason', 'submitted_at', 'las_queue',
+                         'attained_gpu_seconds'],
                    'queue has its columns');
 SELECT has_view('gangsched', 'team_shares', 'view gangsched.team_shares exists');
 SELECT columns_are('gangsched', 'team_shares',
@@ -28,6 +29,9 @@ SELECT columns_are('gangsched', 'team_shares',
                    'team_shares has its columns');
 SELECT col_type_is('gangsched', 'queue', 'would_borrow', 'boolean', 'queue.would_borrow is boolean');
 SELECT col_type_is('gangsched', 'queue', 'dominant_share', 'numeric', 'queue.dominant_share is numeric');
+SELECT col_type_is('gangsched', 'queue', 'las_queue', 'integer', 'queue.las_queue is integer');
+SELECT col_type_is('gangsched', 'queue', 'attained_gpu_seconds', 'double precision', 'queue.attained_gpu_seconds is float8');
+SELECT is(current_setting('gangsched.team_order'), 'fifo', 'the team order is fifo by default');
 
 /* ---------------- gangsched.queue_order ---------------- */
 

@@ -45,6 +45,10 @@ usage(FILE *f)
 			"                            fifo-backfill  the same with backfill\n"
 			"                            drf            fair order, quotas and borrowing, preemption, backfill\n"
 			"                            drf-nopreempt  drf without preemption\n"
+			"                            drf-las        drf with gangsched.team_order = las: least attained\n"
+			"                                           service first within each team, LAS preemption\n"
+			"                            las            one team for every job, team_order = las, preemption:\n"
+			"                                           pure two-dimensional LAS (as Tiresias)\n"
 			"  --set NAME=VALUE          a setting for the replay's session (repeatable),\n"
 			"                            e.g. --set gangsched.min_runtime=600\n"
 			"Agents and rounds:\n"
@@ -93,9 +97,10 @@ split_policies(Options *o, const char *list)
 	o->npolicies = 0;
 	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
 	{
-		if (strcmp(tok, "fifo") && strcmp(tok, "drf") && strcmp(tok, "fifo-backfill") && strcmp(tok, "drf-nopreempt"))
+		if (strcmp(tok, "fifo") && strcmp(tok, "drf") && strcmp(tok, "fifo-backfill") && strcmp(tok, "drf-nopreempt") &&
+			strcmp(tok, "drf-las") && strcmp(tok, "las"))
 		{
-			fprintf(stderr, "gangsched-replay: unknown policy \"%s\": use fifo, fifo-backfill, drf or drf-nopreempt\n", tok);
+			fprintf(stderr, "gangsched-replay: unknown policy \"%s\": use fifo, fifo-backfill, drf, drf-nopreempt, drf-las or las\n", tok);
 			exit(1);
 		}
 		o->policies = xrealloc(o->policies, sizeof(char *) * (o->npolicies + 1));

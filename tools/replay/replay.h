@@ -194,6 +194,11 @@ typedef struct Result
 	long		gpus;
 	const char *database;
 	const char *first_violation;
+	/* per trace team (the trace's teams, also under policy las) */
+	int			nteams;
+	const char **team_names;
+	double	   *team_jct_mean;	/* NAN when none of its jobs finished */
+	int		   *team_finished;
 } Result;
 
 void		run_policy(const Options *o, const Cluster *c, const Trace *t, const char *policy,

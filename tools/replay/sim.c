@@ -123,6 +123,7 @@ typedef struct Sim
 	int64_t		clock_sent;
 	int64_t		base;			/* Unix time of second 0 */
 	bool		preemption;
+	bool		one_team;		/* policy las: every job in one team */
 	int64_t		min_runtime;
 	int64_t		last_event_id;
 	int		   *running;		/* jobs holding capacity */
@@ -831,7 +832,7 @@ send_submits(Sim *s)
 		const char *sep = i ? "," : "";
 
 		buf_printf(&teams, "%s", sep);
-		buf_array_elem(&teams, s->tr->teams[tj->team].name);
+		buf_array_elem(&teams, s->one_team ? "all" : s->tr->teams[tj->team].name);
 		buf_printf(&names, "%s", sep);
 		buf_array_elem(&names, tj->name);
 		buf_printf(&workers, "%s%d", sep, tj->workers);
@@ -1006,15 +1007,19 @@ load_cluster(Sim *s)
 			   "  FROM unnest('{%s}'::text[], '{%s}'::text[], '{%s}'::numeric[], '{%s}'::numeric[], '{%s}'::int[],\n"
 			   "              '{%s}'::text[], '{%s}'::numeric[]) u(name, rack, cpus, mem, gpus, model, gmem);\n",
 			   c->slices, names.data, racks.data, cpus.data, mem.data, gpus.data, models.data, gmem.data);
-	for (i = 0; i < t->nteams; i++)
-	{
-		buf_printf(&b, "SELECT gangsched.add_team(");
-		buf_sql_literal(&b, t->teams[i].name);
-		/* the weight the fairness measure uses (a team of quota 0 gets the least) */
-		buf_printf(&b, ", %.6g);\nSELECT gangsched.set_quota(", s->team_weight[i] > 0 ? s->team_weight[i] : 0.000001);
-		buf_sql_literal(&b, t->teams[i].name);
-		buf_printf(&b, ", 'main', %ld);\n", t->teams[i].quota);
-	}
+	if (s->one_team)
+		buf_printf(&b, "SELECT gangsched.add_team('all');\nSELECT gangsched.set_quota('all', 'main', %ld);\n",
+				   c->gpus);
+	else
+		for (i = 0; i < t->nteams; i++)
+		{
+			buf_printf(&b, "SELECT gangsched.add_team(");
+			buf_sql_literal(&b, t->teams[i].name);
+			/* the weight the fairness measure uses (a team of quota 0 gets the least) */
+			buf_printf(&b, ", %.6g);\nSELECT gangsched.set_quota(", s->team_weight[i] > 0 ? s->team_weight[i] : 0.000001);
+			buf_sql_literal(&b, t->teams[i].name);
+			buf_printf(&b, ", 'main', %ld);\n", t->teams[i].quota);
+		}
 	buf_printf(&b, "%s", submit_many_sql);
 	db_command(s->conn, b.data);
 	s->clock_sent = 0;
@@ -1067,8 +1072,11 @@ apply_policy(Sim *s, const char *policy)
 		buf_printf(&b, "SET gangsched.queue_order = 'fair'; SET gangsched.preemption = on; SET gangsched.backfill = on;\n");
 	else if (strcmp(policy, "drf-nopreempt") == 0)
 		buf_printf(&b, "SET gangsched.queue_order = 'fair'; SET gangsched.preemption = off; SET gangsched.backfill = on;\n");
+	else if (strcmp(policy, "drf-las") == 0 || strcmp(policy, "las") == 0)
+		buf_printf(&b, "SET gangsched.queue_order = 'fair'; SET gangsched.preemption = on; SET gangsched.backfill = on;"
+				   " SET gangsched.team_order = 'las';\n");
 	else
-		die("unknown policy \"%s\": use fifo, fifo-backfill, drf or drf-nopreempt", policy);
+		die("unknown policy \"%s\": use fifo, fifo-backfill, drf, drf-nopreempt, drf-las or las", policy);
 	for (i = 0; i < s->o->nsets; i++)
 	{
 		const char *eq = strchr(s->o->sets[i], '=');
@@ -1186,6 +1194,7 @@ run_policy(const Options *o, const Cluster *c, const Trace *t, const char *polic
 		s.j[i].gpus = t->jobs[i].workers * t->jobs[i].gpw;
 	}
 
+	s.one_team = strcmp(policy, "las") == 0;
 	s.conn = db_connect(dbname);
 	db_command(s.conn, "SET client_min_messages = warning; CREATE EXTENSION gangsched CASCADE;");
 	apply_policy(&s, policy);
@@ -1287,6 +1296,22 @@ run_policy(const Options *o, const Cluster *c, const Trace *t, const char *polic
 			r->unfinished++;
 	}
 	r->jct_mean = nv ? sum / nv : 0;
+	/* per trace team */
+	r->nteams = t->nteams;
+	r->team_names = xcalloc(t->nteams + 1, sizeof(char *));
+	r->team_jct_mean = xcalloc(t->nteams + 1, sizeof(double));
+	r->team_finished = xcalloc(t->nteams + 1, sizeof(int));
+	for (i = 0; i < s.n; i++)
+		if (s.j[i].st == J_FINISHED)
+		{
+			r->team_jct_mean[t->jobs[i].team] += (double) (s.j[i].end_t - t->jobs[i].submit);
+			r->team_finished[t->jobs[i].team]++;
+		}
+	for (i = 0; i < t->nteams; i++)
+	{
+		r->team_names[i] = t->teams[i].name;
+		r->team_jct_mean[i] = r->team_finished[i] ? r->team_jct_mean[i] / r->team_finished[i] : NAN;
+	}
 	r->jct_p50 = percentile(v, nv, 0.50);
 	r->jct_p95 = percentile(v, nv, 0.95);
 	nv = 0;

@@ -113,6 +113,8 @@ json_num(const char *key, double v, int digits, bool last)
 void
 print_json(const Result *r)
 {
+	int			i;
+
 	printf("{\"policy\":\"%s\",", r->policy);
 	printf("\"jobs\":%d,\"submitted\":%d,\"rejected\":%d,\"finished\":%d,\"expired\":%d,\"unfinished\":%d,",
 		   r->jobs, r->submitted, r->rejected, r->finished, r->expired, r->unfinished);
@@ -146,6 +148,20 @@ print_json(const Result *r)
 	json_num("round_ms_max", r->round_ms_max, 1, false);
 	json_num("wall_db_s", r->wall_db_s, 1, false);
 	json_num("wall_checks_s", r->wall_checks_s, 1, false);
+	printf("\"team_jct_mean_s\":{");
+	for (i = 0; i < r->nteams; i++)
+	{
+		printf("\"");
+		for (const char *c = r->team_names[i]; *c; c++)
+			printf(*c == '"' || *c == '\\' ? "\\%c" : "%c", *c);
+		if (isfinite(r->team_jct_mean[i]))
+			printf("\":%.1f", r->team_jct_mean[i]);
+		else
+			printf("\":null");
+		if (i + 1 < r->nteams)
+			printf(",");
+	}
+	printf("},");
 	printf("\"round_trips\":%d,\"nodes\":%d,\"gpus\":%ld,\"database\":\"%s\"}\n",
 		   r->statements, r->nodes, r->gpus, r->database);
 	fflush(stdout);
@@ -207,6 +223,18 @@ print_table(const Result *r, int n)
 	ROW("partial placements", "d", r[i].partial_placements);
 	ROW("invariant violations", "d", r[i].invariant_violations);
 	ROWN("Jain fairness", r[i].jain < 0 ? NAN : r[i].jain);
+	if (n > 0)
+	{
+		int			k;
+
+		for (k = 0; k < r[0].nteams; k++)
+		{
+			char		label[64];
+
+			snprintf(label, sizeof(label), "  JCT mean %.12s", r[0].team_names[k]);
+			ROWT(label, r[i].team_jct_mean[k]);
+		}
+	}
 	ROW("rounds", "d", r[i].rounds);
 	ROW("round ms mean", ".2f", r[i].rounds ? r[i].round_ms_total / r[i].rounds : 0);
 	ROW("wall s", ".1f", r[i].wall_s);
