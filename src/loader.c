@@ -23,6 +23,7 @@
 #include "las.h"
 #include "loader.h"
 #include "placement.h"
+#include "spi.h"
 
 static bool
 col_null(int row, int col)
@@ -75,27 +76,11 @@ col_text(int row, int c)
 	return v;
 }
 
+/* A statement of the load whose text is the same every round (its plan is kept). */
 static void
 run(const char *sql, int expect)
 {
-	instr_time	t0,
-				t1;
-	int			rc;
-
-	MemoryContext cxt = CurrentMemoryContext;
-
-	INSTR_TIME_SET_CURRENT(t0);
-	/* not read-only: each query sees what the round changed before it */
-	rc = SPI_execute(sql, false, 0);
-	/* SPI leaves its procedure context current: keep the caller's */
-	MemoryContextSwitchTo(cxt);
-	INSTR_TIME_SET_CURRENT(t1);
-	INSTR_TIME_SUBTRACT(t1, t0);
-	elog(DEBUG2, "gangsched load: %.2f ms, %lu rows: %.50s", INSTR_TIME_GET_MILLISEC(t1),
-		 (unsigned long) SPI_processed, sql);
-
-	if (rc != expect)
-		elog(ERROR, "gangsched loader: query failed (%d): %s", rc, sql);
+	(void) gs_spi_exec("load", sql, 0, NULL, NULL, NULL, true, expect);
 }
 
 static int
@@ -628,9 +613,7 @@ gs_load_state_ex(bool queue)
 	 */
 	{
 		JobReceiver r;
-		SPIExecuteOptions opts;
 		StringInfoData sql;
-		int			rc;
 
 		memset(&r, 0, sizeof(r));
 		r.pub.receiveSlot = job_receive;
@@ -646,9 +629,6 @@ gs_load_state_ex(bool queue)
 		r.max_team = max_team;
 		r.cap = 1024;
 		st->jobs = palloc0(sizeof(GsJob) * r.cap);
-		memset(&opts, 0, sizeof(opts));
-		opts.read_only = false;
-		opts.dest = (DestReceiver *) &r;
 		initStringInfo(&sql);
 		appendStringInfoString(&sql,
 			"SELECT g.id, g.team_id, g.priority, g.queue_pos, g.workers, g.f_gpus, g.f_cpus,"
@@ -677,11 +657,9 @@ gs_load_state_ex(bool queue)
 							 "            AND NOT pg_catalog.upper_inf(a.during)) END",
 							 st->las_teams->data);
 		appendStringInfoString(&sql, "  FROM gangsched.gangs g WHERE g.state OPERATOR(pg_catalog.=) 'pending'");
-		rc = SPI_execute_extended(sql.data, &opts);
+		/* the text changes only with the set of las teams: its plan is kept */
+		(void) gs_spi_exec("load", sql.data, 0, NULL, NULL, (DestReceiver *) &r, true, SPI_OK_SELECT);
 		MemoryContextSwitchTo(r.cxt);
-		/* with a receiver of our own, SPI reports a SELECT as a utility */
-		if (rc != SPI_OK_SELECT && rc != SPI_OK_UTILITY)
-			elog(ERROR, "gangsched loader: loading pending jobs failed (%d)", rc);
 	}
 
 	/* which nodes cache the datasets pending jobs name */
@@ -815,7 +793,8 @@ gs_load_running(GsState *st)
 	appendStringInfoString(&sql,
 		"  FROM gangsched.gangs g"
 		" WHERE g.state OPERATOR(pg_catalog.=) ANY ('{placed,running}'::pg_catalog.text[])");
-	run(sql.data, SPI_OK_SELECT);
+	/* with las teams the text holds the round's clock: planned each time */
+	(void) gs_spi_exec("load", sql.data, 0, NULL, NULL, NULL, st->las_teams == NULL, SPI_OK_SELECT);
 	st->nrunning = (int) SPI_processed;
 	st->running = palloc0(sizeof(GsRunning) * Max(st->nrunning, 1));
 	memset(&ctl, 0, sizeof(ctl));

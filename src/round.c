@@ -48,6 +48,7 @@
 #include "preempt.h"
 #include "round.h"
 #include "schedule.h"
+#include "spi.h"
 #include "tenancy.h"
 
 /* The first pending jobs in line whose stored waiting reason a round refreshes. */
@@ -157,21 +158,11 @@ text_array(char **v, int n)
 	return PointerGetDatum(construct_md_array(d, nulls, 1, dims, lbs, TEXTOID, -1, false, TYPALIGN_INT));
 }
 
+/* A statement of the round with parameters; its text is the same every round (its plan is kept). */
 static void
 exec_args(const char *sql, int nargs, Oid *types, Datum *values, int expect)
 {
-	instr_time	t0,
-				t1;
-	int			rc;
-
-	INSTR_TIME_SET_CURRENT(t0);
-	rc = SPI_execute_with_args(sql, nargs, types, values, NULL, false, 0);
-	INSTR_TIME_SET_CURRENT(t1);
-	INSTR_TIME_SUBTRACT(t1, t0);
-	elog(DEBUG2, "gangsched round: %.2f ms, %lu rows: %.60s", INSTR_TIME_GET_MILLISEC(t1),
-		 (unsigned long) SPI_processed, sql);
-	if (rc != expect)
-		elog(ERROR, "gangsched round: statement failed (%d): %s", rc, sql);
+	(void) gs_spi_exec("round", sql, nargs, types, values, NULL, true, expect);
 }
 
 /* ---- time rules ------------------------------------------------------- */
