@@ -130,7 +130,7 @@ adm_load(void)
 		double		cap[GS_NRES] = {n->ngpus, n->cap_cpus, n->cap_mem, n->cap_net};
 
 		n->state = GS_NODE_UP;	/* admission asks "ever", not "now" */
-		if (n->pool < 64)
+		if (n->pool < GS_MAX_POOLS)
 			for (r = 0; r < GS_NRES; r++)
 				adm_pool_cap[n->pool][r] += cap[r];
 	}
@@ -160,7 +160,7 @@ within_ceiling(GsCluster *c, GsJob *j, uint64_t pools)
 
 	if (j->tix < 0)
 		return false;
-	for (p = 0; p < c->npools && p < 64; p++)
+	for (p = 0; p < c->npools && p < GS_MAX_POOLS; p++)
 	{
 		GsQuota    *q = &c->quotas[j->tix * c->npools + p];
 		bool		ok = true;
@@ -185,7 +185,7 @@ within_ceiling(GsCluster *c, GsJob *j, uint64_t pools)
 				ceiling = Min(q->nominal[r] + q->borrow[r], adm_pool_cap[p][r] - locked);
 			else
 				ceiling = Max(adm_pool_cap[p][r] - locked, Max(q->nominal[r], 0));
-			if (d[r] > ceiling + 1e-9)
+			if (d[r] > ceiling + GS_EPS)
 				ok = false;
 		}
 		if (ok)

@@ -15,7 +15,6 @@
 
 #include "fair.h"
 
-#define EPS 1e-9
 
 static const char *res_name[GS_NRES] = {"GPUs", "CPUs", "GB of memory", "Gbit/s of network"};
 
@@ -34,7 +33,7 @@ gs_eligible_pools(const GsCluster *c, const GsJob *j)
 	uint64_t	m = 0;
 	int			i;
 
-	for (i = 0; i < c->npools && i < 64; i++)
+	for (i = 0; i < c->npools && i < GS_MAX_POOLS; i++)
 	{
 		if (j->pool >= 0 ? i != j->pool : j->pool == -2)
 			continue;
@@ -53,7 +52,7 @@ within_nominal(const GsQuota *q, const double d[GS_NRES])
 	if (!q->has)
 		return false;
 	for (r = 0; r < GS_NRES; r++)
-		if (q->nominal[r] >= 0 && q->used[r] + d[r] > q->nominal[r] + EPS)
+		if (q->nominal[r] >= 0 && q->used[r] + d[r] > q->nominal[r] + GS_EPS)
 			return false;
 	return true;
 }
@@ -69,7 +68,7 @@ gs_guaranteed_pools(const GsCluster *c, const GsJob *j)
 	if (j->tix < 0)
 		return 0;
 	demand_of(j, d);
-	for (i = 0; i < c->npools && i < 64; i++)
+	for (i = 0; i < c->npools && i < GS_MAX_POOLS; i++)
 		if ((elig & (UINT64_C(1) << i)) &&
 			within_nominal(&c->quotas[j->tix * c->npools + i], d))
 			m |= UINT64_C(1) << i;
@@ -123,7 +122,7 @@ append_non_lenders(StringInfo s, const GsCluster *c, int pool, int except_tix, i
 		const GsQuota *q = &c->quotas[t * c->npools + pool];
 
 		if (t != except_tix && q->has && q->nominal[r] >= 0 && q->lend[r] >= 0 &&
-			(q->nominal[r] - q->lend[r]) - q->used[r] > EPS)
+			(q->nominal[r] - q->lend[r]) - q->used[r] > GS_EPS)
 			n++;
 	}
 	appendStringInfoString(s, n == 1 ? "team " : "teams ");
@@ -132,7 +131,7 @@ append_non_lenders(StringInfo s, const GsCluster *c, int pool, int except_tix, i
 		const GsQuota *q = &c->quotas[t * c->npools + pool];
 
 		if (t == except_tix || !q->has || q->nominal[r] < 0 || q->lend[r] < 0 ||
-			(q->nominal[r] - q->lend[r]) - q->used[r] <= EPS)
+			(q->nominal[r] - q->lend[r]) - q->used[r] <= GS_EPS)
 			continue;
 		if (shown > 0)
 			appendStringInfoString(s, (shown == n - 1) ? " and " : ", ");
@@ -162,7 +161,7 @@ gs_borrow_pools(const GsCluster *c, const GsJob *j, char **why)
 	if (!j->preemptible)
 	{
 		initStringInfo(&s);
-		for (i = 0; i < c->npools && i < 64; i++)
+		for (i = 0; i < c->npools && i < GS_MAX_POOLS; i++)
 		{
 			const GsQuota *q = &c->quotas[j->tix * c->npools + i];
 
@@ -177,7 +176,7 @@ gs_borrow_pools(const GsCluster *c, const GsJob *j, char **why)
 				int			over = GS_GPU;
 
 				for (r = 0; r < GS_NRES; r++)
-					if (q->nominal[r] >= 0 && q->used[r] + d[r] > q->nominal[r] + EPS)
+					if (q->nominal[r] >= 0 && q->used[r] + d[r] > q->nominal[r] + GS_EPS)
 					{
 						over = r;
 						break;
@@ -190,7 +189,7 @@ gs_borrow_pools(const GsCluster *c, const GsJob *j, char **why)
 		*why = s.data;
 		return 0;
 	}
-	for (i = 0; i < c->npools && i < 64; i++)
+	for (i = 0; i < c->npools && i < GS_MAX_POOLS; i++)
 	{
 		const GsQuota *q = &c->quotas[j->tix * c->npools + i];
 		const GsPool *pl = &c->pools[i];
@@ -202,7 +201,7 @@ gs_borrow_pools(const GsCluster *c, const GsJob *j, char **why)
 		for (r = 0; r < GS_NRES && ok; r++)
 		{
 			if (q->has && q->nominal[r] >= 0 && q->borrow[r] >= 0 &&
-				q->used[r] + d[r] > q->nominal[r] + q->borrow[r] + EPS)
+				q->used[r] + d[r] > q->nominal[r] + q->borrow[r] + GS_EPS)
 			{
 				ok = false;
 				if (*why == NULL)
@@ -221,7 +220,7 @@ gs_borrow_pools(const GsCluster *c, const GsJob *j, char **why)
 		{
 			double		left = pl->capacity[r] - pl->used[r] - d[r];
 
-			if (d[r] > 0 && prot[r] > EPS && left < prot[r] - EPS)
+			if (d[r] > 0 && prot[r] > GS_EPS && left < prot[r] - GS_EPS)
 			{
 				ok = false;
 				if (*why == NULL)

@@ -320,7 +320,7 @@ gs_load_state_ex(bool queue)
 	/* pools */
 	run("SELECT id, kind OPERATOR(pg_catalog.=) 'reserved', name FROM gangsched.pools ORDER BY id", SPI_OK_SELECT);
 	c->npools = (int) SPI_processed;
-	if (c->npools > 64)
+	if (c->npools > GS_MAX_POOLS)
 		ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 						errmsg("too many pools: %d", c->npools),
 						errdetail("A round handles at most 64 pools."),

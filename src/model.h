@@ -19,6 +19,17 @@
 #define GS_MAX_LEVELS	8
 #define GS_MAX_DEPTH	(GS_MAX_LEVELS + 2)		/* pool + levels + node */
 #define GS_MAX_GPUS		64
+#define GS_MAX_POOLS	64		/* a gang's eligible pools are a uint64 bit mask */
+
+/*
+ * Tolerances: GS_EPS for amounts (GPUs, CPUs, memory, quota) summed from
+ * numeric columns in double precision; GS_SHARE_EPS for dominant shares
+ * (fractions of the cluster divided by a weight), compared for order and
+ * for the fair-share rule; GS_COST_EPS for lost work in GPU-seconds.
+ */
+#define GS_EPS			1e-9
+#define GS_SHARE_EPS	1e-12
+#define GS_COST_EPS		1e-6
 #define GS_SLOTS_PER_DEVICE 8	/* slot = device * 8 + slice */
 
 /* Resources, in this order, wherever a [GS_NRES] array appears. */

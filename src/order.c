@@ -397,8 +397,8 @@ next_fair(GsOrder *o)
 			}
 			if (j == NULL)
 				continue;
-			if (best < 0 || ds < bestds - 1e-12 ||
-				(ds <= bestds + 1e-12 && cmp_priority_fifo(&j, &bj) < 0))
+			if (best < 0 || ds < bestds - GS_SHARE_EPS ||
+				(ds <= bestds + GS_SHARE_EPS && cmp_priority_fifo(&j, &bj) < 0))
 			{
 				best = t;
 				bestds = ds;
@@ -416,7 +416,7 @@ next_fair(GsOrder *o)
 			 */
 			for (t = 0; t < c->nteams; t++)
 				if (t != bj->tix && (o->team_phases[t] & bit) &&
-					team_share(o, t) < bestds - 1e-12)
+					team_share(o, t) < bestds - GS_SHARE_EPS)
 					ahead++;
 			o->ahead[bj - o->st->jobs] = ahead;
 			o->team_phases[best] |= bit;

@@ -33,7 +33,6 @@
 
 #include "placement.h"
 
-#define EPS 1e-9
 #define BIG_CAP 1000000
 
 typedef enum UnitKind
@@ -257,8 +256,8 @@ prepare(GsPlacer *p, GsJob *j)
 		else
 			p->kind[d] = UNIT_WORKER;
 	}
-	p->whole = (j->gpus >= 1.0 - EPS);
-	p->g_whole = p->whole ? (int) floor(j->gpus + EPS) : 0;
+	p->whole = (j->gpus >= 1.0 - GS_EPS);
+	p->g_whole = p->whole ? (int) floor(j->gpus + GS_EPS) : 0;
 	for (s = 1; s <= 8; s++)
 	{
 		double		k = j->gpus * s;
@@ -267,7 +266,7 @@ prepare(GsPlacer *p, GsJob *j)
 		p->kneed[s] = (!p->whole && j->gpus > 0 && fabs(k - r) <= 0.001 && r >= 1) ? (int) r : 0;
 	}
 	p->pool_ok_any = false;
-	for (i = 0; i < c->npools && i < 64; i++)
+	for (i = 0; i < c->npools && i < GS_MAX_POOLS; i++)
 	{
 		bool		ok = (j->pool_mask & (UINT64_C(1) << i)) != 0;
 
@@ -297,18 +296,18 @@ node_cap(GsPlacer *p, const GsNode *n)
 	fm = empty ? n->cap_mem : n->free_mem - n->res_mem;
 	fn = empty ? n->cap_net : n->free_net - n->res_net;
 	if (j->cpus > 0)
-		cap = Min(cap, (int) floor(fc / j->cpus + EPS));
+		cap = Min(cap, (int) floor(fc / j->cpus + GS_EPS));
 	if (j->mem > 0)
-		cap = Min(cap, (int) floor(fm / j->mem + EPS));
+		cap = Min(cap, (int) floor(fm / j->mem + GS_EPS));
 	if (j->net > 0)
-		cap = Min(cap, (int) floor(fn / j->net + EPS));
+		cap = Min(cap, (int) floor(fn / j->net + GS_EPS));
 	if (cap <= 0)
 		return 0;
 	if (j->gpus > 0)
 	{
 		if (n->ngpus == 0 || j->model == -2 ||
 			(j->model >= 0 && n->model != j->model) ||
-			(j->gpu_mem >= 0 && n->gpu_mem + EPS < j->gpu_mem))
+			(j->gpu_mem >= 0 && n->gpu_mem + GS_EPS < j->gpu_mem))
 			return 0;
 		if (p->whole)
 		{

@@ -102,9 +102,9 @@ cmp_cand(const void *a, const void *b)
 	const Cand *x = a;
 	const Cand *y = b;
 
-	if (x->share > y->share + 1e-12)
+	if (x->share > y->share + GS_SHARE_EPS)
 		return -1;
-	if (x->share < y->share - 1e-12)
+	if (x->share < y->share - GS_SHARE_EPS)
 		return 1;
 	if (x->r->tix != y->r->tix)
 		return x->r->tix < y->r->tix ? -1 : 1;
@@ -134,16 +134,16 @@ plan_better(const Plan *a, const Plan *b, double need)
 {
 	if (b->n == 0)
 		return a->n > 0;
-	if (a->team_key > b->team_key + 1e-12)
+	if (a->team_key > b->team_key + GS_SHARE_EPS)
 		return true;
-	if (a->team_key < b->team_key - 1e-12)
+	if (a->team_key < b->team_key - GS_SHARE_EPS)
 		return false;
 	if (a->max_prio != b->max_prio)
 		return a->max_prio < b->max_prio;
 	if (overshoot(a, need) != overshoot(b, need))
 		return overshoot(a, need) < overshoot(b, need);
 	if (a->lost != b->lost)
-		return a->lost < b->lost - 1e-6;
+		return a->lost < b->lost - GS_COST_EPS;
 	return a->n < b->n;
 }
 
@@ -184,7 +184,7 @@ quota_after_swap(GsState *st, GsJob *j)
 				r,
 				i;
 
-	for (pl = 0; pl < c->npools && pl < 64; pl++)
+	for (pl = 0; pl < c->npools && pl < GS_MAX_POOLS; pl++)
 	{
 		GsQuota    *q = &c->quotas[j->tix * c->npools + pl];
 		double		freed[GS_NRES] = {0, 0, 0, 0};
@@ -206,7 +206,7 @@ quota_after_swap(GsState *st, GsJob *j)
 			limit = q->has ? Max(q->nominal[r], 0) : 0;
 			if (j->preemptible)
 				limit = (q->has && q->borrow[r] >= 0) ? limit + q->borrow[r] : 1e300;
-			if (q->used[r] - freed[r] + jd[r] > limit + 1e-9)
+			if (q->used[r] - freed[r] + jd[r] > limit + GS_EPS)
 				ok = false;
 		}
 		if (ok)
@@ -288,10 +288,10 @@ fair_ok(const Search *s, int t, const double *rem, const double extra[GS_NRES])
 	if (!s->j->try_borrowing || t < 0 || t == s->j->tix)
 		return true;
 	if (s->rule == GS_FAIR_INITIAL_SHARE)
-		return s->my_after < gs_dominant_share(s->c, t) - 1e-12;
+		return s->my_after < gs_dominant_share(s->c, t) - GS_SHARE_EPS;
 	for (r = 0; r < GS_NRES; r++)
 		d[r] = (rem ? rem[r] : 0) + (extra ? extra[r] : 0);
-	return s->my_after <= share_with(s->c, t, d, -1.0) + 1e-12;
+	return s->my_after <= share_with(s->c, t, d, -1.0) + GS_SHARE_EPS;
 }
 
 /*
@@ -316,7 +316,7 @@ team_borrows(const GsCluster *c, int t, int pool, const double *rem)
 
 		if (nominal < 0)
 			continue;			/* not governed */
-		if (q->used[r] - (rem ? rem[r] : 0) > nominal + 1e-9)
+		if (q->used[r] - (rem ? rem[r] : 0) > nominal + GS_EPS)
 			return true;
 	}
 	return false;
@@ -408,7 +408,7 @@ greedy_plan(GsPlacer *p, Search *s, Cand *cands, int n, double free_gpus, Plan *
 				continue;
 			r = cands[g_cur[k]].r;
 			sh = (r->tix >= 0) ? share_with(c, r->tix, &s->rem[r->tix * GS_NRES], -1.0) : 0;
-			if (bg < 0 || sh > bshare + 1e-12)
+			if (bg < 0 || sh > bshare + GS_SHARE_EPS)
 			{
 				bg = k;
 				bshare = sh;
@@ -441,7 +441,7 @@ greedy_plan(GsPlacer *p, Search *s, Cand *cands, int n, double free_gpus, Plan *
 		 * after a try that failed only once a fifth more is: the probes grow
 		 * with the log of the victims released, not with their number.
 		 */
-		if (have + 1e-9 >= next_try)
+		if (have + GS_EPS >= next_try)
 		{
 			if (fits(p, j))
 			{
@@ -452,7 +452,7 @@ greedy_plan(GsPlacer *p, Search *s, Cand *cands, int n, double free_gpus, Plan *
 		}
 	}
 	/* the last releases may have made room without a try */
-	if (!ok && used > 0 && have + 1e-9 >= need && fits(p, j))
+	if (!ok && used > 0 && have + GS_EPS >= need && fits(p, j))
 		ok = true;
 	if (ok)
 	{
@@ -518,7 +518,7 @@ greedy_plan(GsPlacer *p, Search *s, Cand *cands, int n, double free_gpus, Plan *
 				continue;
 			if (left == 1)
 				break;
-			if (have - chosen[k]->gpus_total + 1e-9 < need)
+			if (have - chosen[k]->gpus_total + GS_EPS < need)
 				continue;		/* too few GPUs without it: needed, no probe */
 			gs_model_release(p, chosen[k], false);
 			if (fits_pruning(p, j))
@@ -739,7 +739,7 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 	s.rem = palloc0(sizeof(double) * GS_NRES * Max(c->nteams, 1));
 	s.fair_skips = 0;
 	s.nseen = 0;
-	for (i = 0; i < c->npools && i < 64; i++)
+	for (i = 0; i < c->npools && i < GS_MAX_POOLS; i++)
 		if (j->pool_mask & (UINT64_C(1) << i))
 			free_gpus += Max(c->pools[i].capacity[GS_GPU] - c->pools[i].used[GS_GPU], 0);
 
@@ -832,7 +832,7 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 
 		for (i = 0; i < nc; i++)
 			sum += cands[i].r->gpus_total;
-		if (sum + 1e-9 < jd[GS_GPU])
+		if (sum + GS_EPS < jd[GS_GPU])
 		{
 			j->preempt_refused = psprintf("the %d gang%s it may preempt and the free GPUs hold %g GPUs, it needs %g",
 										  nc, nc == 1 ? "" : "s", sum, jd[GS_GPU]);

@@ -1197,7 +1197,7 @@ gs_why_pending(PG_FUNCTION_ARGS)
 				for (k = 0; k < c->nnodes; k++)
 				{
 					GsNode	   *n = &c->nodes[k];
-					bool		in_pool = n->pool < 64 && (elig & (UINT64_C(1) << n->pool));
+					bool		in_pool = n->pool < GS_MAX_POOLS && (elig & (UINT64_C(1) << n->pool));
 					bool		model_ok = target->gpus <= 0 || target->model < 0 || n->model == target->model;
 
 					if (!in_pool || !model_ok)
