@@ -213,7 +213,9 @@ done | jq -sc --argjson reps "$REPS" '
   def metrics: {cold: ["round_ms", "round_ms_min", "fn_ms"], copy_floor: ["copy_ms", "copy_ms_min", "ratio"],
                 steady: ["round_ms", "round_ms_min", "round_ms_p90", "fn_ms"],
                 submit_set: ["submit_rows_s", "insert_rows_s", "ratio"],
-                submit_stmt: ["submit_rows_s", "insert_rows_s", "ratio"]}[.bench] // [];
+                submit_stmt: ["submit_rows_s", "insert_rows_s", "ratio"],
+                metrics_read: ["view_ms", "view_ms_min", "view_unfolded_ms", "plan_ms", "pool_ms", "nodes_ms",
+                               "jobs_live_ms", "team_ms", "queue_wait_ms", "worker_ms"]}[.bench] // [];
   [ .[] | select(.skipped == null) | . as $l
     | ((metrics[] | {key: ($l | key), metric: ., side: $l._side, rep: $l._rep, v: $l[.]}),
        (if $l.bench == "copy_floor" then empty else ($l.phase_ms // {} | to_entries[]) end | {key: ($l | key), metric: ("phase_" + .key + "_ms"), side: $l._side, rep: $l._rep, v: .value}))

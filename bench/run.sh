@@ -20,6 +20,12 @@
 #                 a LOGIN role bound to team3 ("caller":"portal"; the role,
 #                 gs_bench_portal or $BENCH_PORTAL_ROLE, is created when
 #                 missing and then dropped at exit)
+#   metrics   (f) reading gangsched.metrics on the main case's state after
+#                 one round (the placed jobs started): the whole view, its
+#                 planning alone (EXPLAIN), the families the exporter reads
+#                 (contrib/prometheus/queries.yaml), with the counters'
+#                 deltas as the round left them and after the fold the
+#                 worker runs after each round; not in the default cases
 #
 # Usage: bash bench/run.sh [--quick] [options]; --help lists them.
 set -euo pipefail
@@ -33,7 +39,7 @@ REPS=5 SERIES_REPS=3 ROUNDS=20 CHURN=0.01
 SERIES_NODES="512 1024 2048 4096 8192"
 SERIES_PENDING="2500 5000 10000 20000 40000 80000"
 SERIES_AT_PENDING=20000 SERIES_AT_NODES=2048
-SUBMIT_N=10000 SUBMIT_REPS=3 PGBENCH_T=2000
+SUBMIT_N=10000 SUBMIT_REPS=3 PGBENCH_T=2000 METRICS_REPS=15
 CASES="cold,steady,scale,submit"
 KEEP=0 SETUP=""
 PORTAL_ROLE=${BENCH_PORTAL_ROLE:-gs_bench_portal} PORTAL_CREATED=0
@@ -43,7 +49,7 @@ usage() {
   cat >&2 <<USAGE
 usage: bash bench/run.sh [options]
   --quick              fewer repetitions and a trimmed scaling series
-  --cases LIST         comma-separated subset of: cold,steady,scale,submit
+  --cases LIST         comma-separated subset of: cold,steady,scale,submit,metrics
                        (cold includes the COPY floor) [$CASES]
   --nodes N            nodes of the main case [$NODES]
   --pending N          pending jobs of the main case [$PENDING]
@@ -657,5 +663,57 @@ fi
 
 if has_case submit; then
   submit_bench "$MAIN_TPL"
+fi
+# --- (f) reading the metrics view ---------------------------------------------
+metrics_read() {
+  local tpl=$1 db="${PFX}_metrics" s="$TMP/metrics.sql" i e
+  if [ "$(sql1 "$tpl" "SELECT to_regclass('gangsched.metrics') IS NOT NULL")" != t ]; then
+    emit '{"bench":"metrics_read","skipped":"no gangsched.metrics"}'; return
+  fi
+  psql_ -d "$MAINT_DB" -c "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" -c "CREATE DATABASE \"$db\" TEMPLATE \"$tpl\""
+  sql1 "$db" "SELECT placed FROM gangsched.run_round()" >/dev/null
+  sql1 "$db" "SELECT count(gangsched.job_started(job, node)) FROM (SELECT DISTINCT job, node FROM gangsched.placements) s" >/dev/null
+  psql_ -d "$db" -c "VACUUM ANALYZE"
+  # name|statement: the whole view, its plan alone, and the exporter's families
+  local entries
+  entries=$(cat <<'SQL'
+view|SELECT * FROM gangsched.metrics
+plan|EXPLAIN SELECT * FROM gangsched.metrics
+pool|SELECT * FROM gangsched.metrics WHERE name LIKE 'gangsched\_pool\_%'
+nodes|SELECT * FROM gangsched.metrics WHERE name = 'gangsched_nodes'
+jobs_live|SELECT * FROM gangsched.metrics WHERE name = 'gangsched_jobs_live'
+team|SELECT * FROM gangsched.metrics WHERE name LIKE 'gangsched\_team\_%'
+queue_wait|SELECT * FROM gangsched.metrics WHERE name LIKE 'gangsched\_queue\_wait\_%'
+worker|SELECT * FROM gangsched.metrics WHERE name LIKE 'gangsched\_round\_%' OR name LIKE 'gangsched\_worker\_%'
+SQL
+)
+  local deltas0 deltas1 fold json="" key stmt med mn
+  deltas0=$(sql1 "$db" "SELECT count(*) FROM gangsched.metric_deltas")
+  for phase in unfolded folded; do
+    if [ $phase = folded ]; then
+      fold=$(sql1 "$db" "SELECT to_regprocedure('gangsched._metrics_fold()') IS NOT NULL")
+      if [ "$fold" = t ]; then sql1 "$db" "SELECT gangsched._metrics_fold()" >/dev/null; fi
+      psql_ -d "$db" -c "VACUUM ANALYZE gangsched.metric_deltas, gangsched.metric_counters"
+    fi
+    while IFS='|' read -r key stmt; do
+      if [ $phase = unfolded ] && [ "$key" != view ]; then continue; fi
+      { echo '\o /dev/null'; echo "$stmt;"; echo '\timing on'
+        for ((i = 0; i < METRICS_REPS; i++)); do echo "$stmt;"; done; } > "$s"
+      run_script "$db" "$s"
+      read -r med mn _ _ <<<"$(stats $(times_of "$s"))"
+      if [ $phase = unfolded ]; then key=view_unfolded; fi
+      json+=",\"${key}_ms\":$med,\"${key}_ms_min\":$mn"
+    done <<<"$entries"
+  done
+  deltas1=$(sql1 "$db" "SELECT count(*) FROM gangsched.metric_deltas")
+  log "metrics: $(echo "$json" | tr ',' ' ')"
+  emit "$(printf '{"bench":"metrics_read","nodes":%s,"gpus":%s,"pending":%s,"rows":%s,"deltas_unfolded":%s,"deltas_folded":%s,"reps":%s%s,"settings":%s}' \
+    "$NODES" $((NODES * GPN)) "$(sql1 "$db" "SELECT count(*) FROM gangsched.gangs WHERE state = 'pending'")" \
+    "$(sql1 "$db" "SELECT count(*) FROM gangsched.metrics")" "$deltas0" "$deltas1" "$METRICS_REPS" "$json" \
+    "$(jstr "$(sql1 "$db" "SELECT string_agg(name || '=' || setting, ',' ORDER BY name) FROM pg_settings WHERE name IN ('jit', 'jit_above_cost', 'work_mem', 'shared_buffers')")")")"
+}
+
+if has_case metrics; then
+  metrics_read "$MAIN_TPL"
 fi
 log "done"
