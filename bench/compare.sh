@@ -215,7 +215,9 @@ done | jq -sc --argjson reps "$REPS" '
                 submit_set: ["submit_rows_s", "insert_rows_s", "ratio"],
                 submit_stmt: ["submit_rows_s", "insert_rows_s", "ratio"],
                 metrics_read: ["view_ms", "view_ms_min", "view_unfolded_ms", "plan_ms", "pool_ms", "nodes_ms",
-                               "jobs_live_ms", "team_ms", "queue_wait_ms", "worker_ms"]}[.bench] // [];
+                               "jobs_live_ms", "team_ms", "queue_wait_ms", "worker_ms",
+                               "view_cpu_ms", "view_unfolded_cpu_ms", "plan_cpu_ms", "pool_cpu_ms", "nodes_cpu_ms",
+                               "jobs_live_cpu_ms", "team_cpu_ms", "queue_wait_cpu_ms", "worker_cpu_ms"]}[.bench] // [];
   [ .[] | select(.skipped == null) | . as $l
     | ((metrics[] | {key: ($l | key), metric: ., side: $l._side, rep: $l._rep, v: $l[.]}),
        (if $l.bench == "copy_floor" then empty else ($l.phase_ms // {} | to_entries[]) end | {key: ($l | key), metric: ("phase_" + .key + "_ms"), side: $l._side, rep: $l._rep, v: .value}))

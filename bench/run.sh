@@ -704,15 +704,27 @@ SQL
     fi
     while IFS='|' read -r key stmt; do
       if [ $phase = unfolded ] && [ "$key" != view ]; then continue; fi
-      { echo '\o /dev/null'; echo "$stmt;"; echo '\timing on'
-        for ((i = 0; i < METRICS_REPS; i++)); do echo "$stmt;"; done; } > "$s"
+      # wall-clock per read (\timing), and the backend's CPU time over all
+      # the reads (/proc/self/schedstat), per read
+      { echo '\o /dev/null'; echo "$stmt;"
+        echo "SELECT pg_catalog.split_part(pg_catalog.pg_read_file('/proc/self/schedstat'), ' ', 1)::bigint AS cpu0 \\gset"
+        echo '\timing on'
+        for ((i = 0; i < METRICS_REPS; i++)); do echo "$stmt;"; done
+        echo '\timing off'
+        echo "SELECT round((pg_catalog.split_part(pg_catalog.pg_read_file('/proc/self/schedstat'), ' ', 1)::bigint - :cpu0) / 1e6 / $METRICS_REPS, 3) AS cpu \\gset"
+        echo '\o'; echo '\echo KV cpu :cpu'; } > "$s"
       run_script "$db" "$s"
       read -r med mn _ _ <<<"$(stats $(times_of "$s"))"
       if [ $phase = unfolded ]; then key=view_unfolded; fi
-      json+=",\"${key}_ms\":$med,\"${key}_ms_min\":$mn"
+      json+=",\"${key}_ms\":$med,\"${key}_ms_min\":$mn,\"${key}_cpu_ms\":$(kv "$s" cpu)"
     done <<<"$entries"
   done
   deltas1=$(sql1 "$db" "SELECT count(*) FROM gangsched.metric_deltas")
+  # how the live jobs were read (an index-only scan where the index covers it)
+  local live_scan
+  live_scan=$(psql_ -At -d "$db" -c "EXPLAIN SELECT * FROM gangsched.metrics WHERE name = 'gangsched_jobs_live'" \
+              | grep -o -m1 -E '(Index Only Scan|Seq Scan|Bitmap Heap Scan|Index Scan) (using [a-z_]+ )?on gangs\b' || echo unknown)
+  json+=",\"live_jobs_scan\":$(jstr "$live_scan")"
   log "metrics: $(echo "$json" | tr ',' ' ')"
   emit "$(printf '{"bench":"metrics_read","nodes":%s,"gpus":%s,"pending":%s,"rows":%s,"deltas_unfolded":%s,"deltas_folded":%s,"reps":%s%s,"settings":%s}' \
     "$NODES" $((NODES * GPN)) "$(sql1 "$db" "SELECT count(*) FROM gangsched.gangs WHERE state = 'pending'")" \
