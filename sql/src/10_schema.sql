@@ -184,10 +184,7 @@ CREATE TABLE gangsched.gangs (
 -- The round reads the live jobs only; history stays out of its way.
 CREATE INDEX gangs_live_idx ON gangsched.gangs (state, priority DESC, queue_pos)
     WHERE state IN ('pending', 'nominated', 'placed', 'running', 'preempting');
--- A team's jobs by state (admission's per-team limits, the portal views);
--- the included columns let gangsched.metrics count the live jobs, their
--- GPUs and the oldest queued from the index alone (75_metrics.sql).
-CREATE INDEX gangs_team_idx ON gangsched.gangs (team_id, state) INCLUDE (workers, f_gpus, queued_at);
+CREATE INDEX gangs_team_idx ON gangsched.gangs (team_id, state);
 
 /* ------------------------------------------------------------------ */
 /* Allocations                                                         */

@@ -152,8 +152,6 @@ held AS (
       FROM gangsched.allocations a JOIN gangsched.nodes n ON n.id = a.node_id
      WHERE upper_inf(a.during)
      GROUP BY a.team_id, n.pool_id),
--- one pass over the live jobs; gangs_team_idx covers it (an index-only
--- scan in team order where the visibility map allows, no hashing)
 live AS (
     SELECT g.team_id, g.state, count(*) AS jobs, sum(g.workers * g.f_gpus) AS gpus, min(g.queued_at) AS oldest
       FROM gangsched.gangs g

@@ -1172,14 +1172,10 @@ $$;
 /* ------------------------------------------------------------------ */
 /* The metrics' cost (branch mperf): the round counts its placements  */
 /* in C and no longer folds the deltas (the worker folds them after   */
-/* each round, src/round.c and src/worker.c: no SQL); gangs_team_idx  */
-/* covers the live jobs' counts; gangsched.metrics sums the current   */
-/* allocations per (team, pool) once and ages the heartbeats per      */
-/* group (sql/src/10_schema.sql, 75_metrics.sql)                      */
+/* each round, src/round.c and src/worker.c: no SQL); gangsched.      */
+/* metrics sums the current allocations per (team, pool) once and     */
+/* ages the heartbeats per group (sql/src/75_metrics.sql)             */
 /* ------------------------------------------------------------------ */
-
-DROP INDEX gangsched.gangs_team_idx;
-CREATE INDEX gangs_team_idx ON gangsched.gangs (team_id, state) INCLUDE (workers, f_gpus, queued_at);
 
 CREATE OR REPLACE VIEW gangsched.metrics AS
 WITH clock AS (SELECT gangsched.now() AS now),
@@ -1200,8 +1196,6 @@ held AS (
       FROM gangsched.allocations a JOIN gangsched.nodes n ON n.id = a.node_id
      WHERE upper_inf(a.during)
      GROUP BY a.team_id, n.pool_id),
--- one pass over the live jobs; gangs_team_idx covers it (an index-only
--- scan in team order where the visibility map allows, no hashing)
 live AS (
     SELECT g.team_id, g.state, count(*) AS jobs, sum(g.workers * g.f_gpus) AS gpus, min(g.queued_at) AS oldest
       FROM gangsched.gangs g
