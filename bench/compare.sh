@@ -210,10 +210,14 @@ done | jq -sc --argjson reps "$REPS" '
                      else (.[length / 2 - 1] + .[length / 2]) / 2 end;
   def r3: if . == null then null else (. * 1000 | round) / 1000 end;
   def key: [.bench, .shape, .protocol, .caller] | map(select(. != null)) | join("/");
-  def metrics: {cold: ["round_ms", "round_ms_min", "fn_ms"], copy_floor: ["copy_ms", "copy_ms_min", "ratio"],
-                steady: ["round_ms", "round_ms_min", "round_ms_p90", "fn_ms"],
+  def metrics: {cold: ["round_ms", "round_ms_min", "fn_ms", "cpu_ms", "cpu_ms_min"], copy_floor: ["copy_ms", "copy_ms_min", "ratio"],
+                steady: ["round_ms", "round_ms_min", "round_ms_p90", "fn_ms", "cpu_ms", "cpu_ms_min"],
                 submit_set: ["submit_rows_s", "insert_rows_s", "ratio"],
-                submit_stmt: ["submit_rows_s", "insert_rows_s", "ratio"]}[.bench] // [];
+                submit_stmt: ["submit_rows_s", "insert_rows_s", "ratio"],
+                metrics_read: ["view_ms", "view_ms_min", "view_unfolded_ms", "plan_ms", "pool_ms", "nodes_ms",
+                               "jobs_live_ms", "team_ms", "queue_wait_ms", "worker_ms",
+                               "view_cpu_ms", "view_unfolded_cpu_ms", "plan_cpu_ms", "pool_cpu_ms", "nodes_cpu_ms",
+                               "jobs_live_cpu_ms", "team_cpu_ms", "queue_wait_cpu_ms", "worker_cpu_ms"]}[.bench] // [];
   [ .[] | select(.skipped == null) | . as $l
     | ((metrics[] | {key: ($l | key), metric: ., side: $l._side, rep: $l._rep, v: $l[.]}),
        (if $l.bench == "copy_floor" then empty else ($l.phase_ms // {} | to_entries[]) end | {key: ($l | key), metric: ("phase_" + .key + "_ms"), side: $l._side, rep: $l._rep, v: .value}))
@@ -240,6 +244,8 @@ jq -sc '
   | {compare: "summary",
      cold_round_ms: ($all | pick("cold"; "round_ms") | {a, b, ratio_b_a, ratio_b_a_paired}),
      steady_round_ms: ($all | pick("steady"; "round_ms") | {a, b, ratio_b_a, ratio_b_a_paired}),
+     cold_round_cpu_ms: ($all | pick("cold"; "cpu_ms") | {a, b, ratio_b_a, ratio_b_a_paired}),
+     steady_round_cpu_ms: ($all | pick("steady"; "cpu_ms") | {a, b, ratio_b_a, ratio_b_a_paired}),
      copy_floor_ms: ($all | pick("copy_floor"; "copy_ms") | {a, b, ratio_b_a, ratio_b_a_paired}),
      best_of_all: {cold_round_ms: ($all | pick("cold"; "round_ms_min") | {a: .a_best, b: .b_best}),
                    steady_round_ms: ($all | pick("steady"; "round_ms_min") | {a: .a_best, b: .b_best}),

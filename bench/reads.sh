@@ -58,6 +58,12 @@ psql_ -d "$DB" -c "VACUUM ANALYZE" >/dev/null
 psql_ -d "$DB" -v seed="$SEED" -v first=1 -v last="$PENDING" -v teams="$TEAMS" -f "$HERE/jobs.sql" >/dev/null
 psql_ -d "$DB" -c "SELECT considered, placed, ms FROM gangsched.run_round()" -At | sed 's/^/bench\/reads: round considered|placed|ms: /' >&2
 psql_ -d "$DB" -At -c "SELECT count(gangsched.job_started(job, node)) FROM (SELECT DISTINCT job, node FROM gangsched.placements) s" >/dev/null
+# the metrics' counts folded as the worker folds them after each round (this
+# database is not the worker's; bench/run.sh --cases metrics also reads the
+# view before the fold)
+if [ "$(psql_ -d "$DB" -At -c "SELECT to_regprocedure('gangsched._metrics_fold()') IS NOT NULL")" = t ]; then
+  psql_ -d "$DB" -c "SELECT gangsched._metrics_fold()" >/dev/null
+fi
 psql_ -d "$DB" -c "VACUUM ANALYZE" >/dev/null
 JOB=$(psql_ -d "$DB" -At -c "SELECT job FROM gangsched.jobs WHERE state = 'pending' AND team = 'team3' ORDER BY job LIMIT 1")
 # the tenants' view of the same (their views filter by role): a portal of

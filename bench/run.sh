@@ -20,6 +20,12 @@
 #                 a LOGIN role bound to team3 ("caller":"portal"; the role,
 #                 gs_bench_portal or $BENCH_PORTAL_ROLE, is created when
 #                 missing and then dropped at exit)
+#   metrics   (f) reading gangsched.metrics on the main case's state after
+#                 one round (the placed jobs started): the whole view, its
+#                 planning alone (EXPLAIN), the families the exporter reads
+#                 (contrib/prometheus/queries.yaml), with the counters'
+#                 deltas as the round left them and after the fold the
+#                 worker runs after each round; not in the default cases
 #
 # Usage: bash bench/run.sh [--quick] [options]; --help lists them.
 set -euo pipefail
@@ -33,7 +39,7 @@ REPS=5 SERIES_REPS=3 ROUNDS=20 CHURN=0.01
 SERIES_NODES="512 1024 2048 4096 8192"
 SERIES_PENDING="2500 5000 10000 20000 40000 80000"
 SERIES_AT_PENDING=20000 SERIES_AT_NODES=2048
-SUBMIT_N=10000 SUBMIT_REPS=3 PGBENCH_T=2000
+SUBMIT_N=10000 SUBMIT_REPS=3 PGBENCH_T=2000 METRICS_REPS=15
 CASES="cold,steady,scale,submit"
 KEEP=0 SETUP=""
 PORTAL_ROLE=${BENCH_PORTAL_ROLE:-gs_bench_portal} PORTAL_CREATED=0
@@ -43,7 +49,7 @@ usage() {
   cat >&2 <<USAGE
 usage: bash bench/run.sh [options]
   --quick              fewer repetitions and a trimmed scaling series
-  --cases LIST         comma-separated subset of: cold,steady,scale,submit
+  --cases LIST         comma-separated subset of: cold,steady,scale,submit,metrics
                        (cold includes the COPY floor) [$CASES]
   --nodes N            nodes of the main case [$NODES]
   --pending N          pending jobs of the main case [$PENDING]
@@ -255,11 +261,14 @@ SELECT count(*) FROM gangsched.allocations, gangsched.held_slots, gangsched.hold
 SELECT COALESCE(max(id), 0) AS ev0, (SELECT COALESCE(max(id), 0) FROM gangsched.allocations) AS al0,
        (SELECT count(*) FROM gangsched.gangs WHERE state = 'pending') AS pend0
   FROM gangsched.events \gset
+SELECT pg_catalog.split_part(pg_catalog.pg_read_file('/proc/self/schedstat'), ' ', 1)::bigint AS cpu0 \gset
 SET client_min_messages = debug2;
 \timing on
 SELECT * FROM gangsched.run_round() \gset r_
 \timing off
+SELECT round((pg_catalog.split_part(pg_catalog.pg_read_file('/proc/self/schedstat'), ' ', 1)::bigint - :cpu0) / 1e6, 3) AS cpu_ms \gset
 RESET client_min_messages;
+\echo KV cpu_ms :cpu_ms
 \echo KV ran :r_ran
 \echo KV considered :r_considered
 \echo KV placed :r_placed
@@ -277,7 +286,7 @@ SELECT count(DISTINCT job) AS jobs, count(*) AS allocs, COALESCE(sum(gpus), 0) A
 SQL
   run_script "$db" "$s"
   R_MS=$(times_of "$s" | head -1)
-  R_FN=$(kv "$s" fn_ms) R_RAN=$(kv "$s" ran) R_CONS=$(kv "$s" considered)
+  R_FN=$(kv "$s" fn_ms) R_CPU=$(kv "$s" cpu_ms) R_RAN=$(kv "$s" ran) R_CONS=$(kv "$s" considered)
   R_PLACED=$(kv "$s" placed) R_WORKERS=$(kv "$s" workers) R_NOTE=$(kv "$s" note)
   R_PEND=$(kv "$s" pend0) R_ALLOCS=$(kv "$s" allocs) R_AJOBS=$(kv "$s" alloc_jobs)
   R_GPUS=$(kv "$s" gpus_used) R_PHASES=$(phases "$s")
@@ -355,13 +364,13 @@ SQL
 # measure_cold NODES PENDING REPS [copy] → sets M_* (medians and spreads)
 measure_cold() {
   local n=$1 p=$2 reps=$3 do_copy=${4:-} i
-  local ms=() fn=() cms=() cgms=() rat=() wrat=() ph=()
+  local ms=() fn=() cpu=() cms=() cgms=() rat=() wrat=() ph=()
   template "$n" "$p"
   local tpl=$TEMPLATE
   for ((i = 1; i <= reps; i++)); do
     log "cold round $i/$reps: $n nodes, $p pending"
     cold_round "$tpl" "${PFX}_run" "$do_copy" "$([ "$i" -eq 1 ] && [ "$do_copy" = copy ] && echo check)"
-    ms+=("$R_MS") fn+=("$R_FN")
+    ms+=("$R_MS") fn+=("$R_FN") cpu+=("$R_CPU")
     if [ -n "$R_PHASES" ]; then ph+=("$R_PHASES"); fi
     if [ "$do_copy" = copy ]; then
       cms+=("$C_MS") cgms+=("$C_GANGS_MS") rat+=("$(ratio "$R_MS" "$C_MS")")
@@ -371,6 +380,7 @@ measure_cold() {
   done
   read -r M_MS M_MS_MIN M_MS_MAX _ <<<"$(stats "${ms[@]}")"
   read -r M_FN M_FN_MIN M_FN_MAX _ <<<"$(stats "${fn[@]}")"
+  read -r M_CPU M_CPU_MIN _ _ <<<"$(stats "${cpu[@]}")"
   if [ "$do_copy" = copy ]; then
     read -r M_CMS M_CMS_MIN M_CMS_MAX _ <<<"$(stats "${cms[@]}")"
     read -r M_CGMS _ _ _ <<<"$(stats "${cgms[@]}")"
@@ -386,9 +396,9 @@ measure_cold() {
 }
 
 cold_json() {  # bench-name extra-json
-  printf '{"bench":"%s","nodes":%s,"gpus":%s,"pending":%s,"considered":%s,"placed_jobs":%s,"placed_workers":%s,"placed_gpus":%s,"gpu_util":%s,"round_ms":%s,"round_ms_min":%s,"round_ms_max":%s,"fn_ms":%s,"fn_ms_min":%s,"fn_ms_max":%s%s,"reps":%s%s}' \
+  printf '{"bench":"%s","nodes":%s,"gpus":%s,"pending":%s,"considered":%s,"placed_jobs":%s,"placed_workers":%s,"placed_gpus":%s,"gpu_util":%s,"round_ms":%s,"round_ms_min":%s,"round_ms_max":%s,"fn_ms":%s,"fn_ms_min":%s,"fn_ms_max":%s,"cpu_ms":%s,"cpu_ms_min":%s%s,"reps":%s%s}' \
     "$1" "$M_N" $((M_N * GPN)) "$R_PEND" "$R_CONS" "$R_PLACED" "$R_WORKERS" "$R_GPUS" \
-    "$(ratio "$R_GPUS" $((M_N * GPN)))" "$M_MS" "$M_MS_MIN" "$M_MS_MAX" "$M_FN" "$M_FN_MIN" "$M_FN_MAX" \
+    "$(ratio "$R_GPUS" $((M_N * GPN)))" "$M_MS" "$M_MS_MIN" "$M_MS_MAX" "$M_FN" "$M_FN_MIN" "$M_FN_MAX" "$M_CPU" "$M_CPU_MIN" \
     "$M_PHASES" "$M_REPS" "${2:-}"
 }
 
@@ -432,17 +442,19 @@ SQL
 SELECT count(gangsched.job_finished(id, true)) AS finished
   FROM (SELECT id FROM gangsched.gangs WHERE state = 'running' ORDER BY random()
          LIMIT greatest(1, round($CHURN * (SELECT count(*) FROM gangsched.gangs WHERE state = 'running')))) f \\gset
+SELECT pg_catalog.split_part(pg_catalog.pg_read_file('/proc/self/schedstat'), ' ', 1)::bigint AS cpu0 \\gset
 SET client_min_messages = debug2;
 \\timing on
 SELECT * FROM gangsched.run_round() \\gset r_
 \\timing off
+SELECT round((pg_catalog.split_part(pg_catalog.pg_read_file('/proc/self/schedstat'), ' ', 1)::bigint - :cpu0) / 1e6, 3) AS cpu_ms \\gset
 RESET client_min_messages;
 SELECT 0 AS released \\gset
 \\if :has_release
 SELECT count(gangsched.job_released(id, true)) AS released FROM gangsched.gangs WHERE state = 'preempting' \\gset
 \\endif
 SELECT count(gangsched.job_started(job, node)) AS started FROM bench_to_start \\gset
-\\echo KV round$i :finished :r_placed :r_workers_placed :r_ms :r_ran :r_considered :r_preempted :released
+\\echo KV round$i :finished :r_placed :r_workers_placed :r_ms :r_ran :r_considered :r_preempted :released :cpu_ms
 SQL
     done
     cat <<'SQL'
@@ -454,20 +466,21 @@ SQL
   } > "$s"
   log "steady state: $ROUNDS rounds, ${CHURN} of running jobs finishing between rounds"
   run_script "$db" "$s"
-  local ms=() fn=() ph=() fin=0 pl=0 wk=0 pre=0 rel=0 line f p w m ran c pr rl
+  local ms=() fn=() cpu=() ph=() fin=0 pl=0 wk=0 pre=0 rel=0 line f p w m ran c pr rl cp cmed cmin
   mapfile -t ms < <(times_of "$s")
   mapfile -t ph < <(phases "$s")
   for ((i = 1; i <= ROUNDS; i++)); do
-    line=$(kv "$s" "round$i"); read -r f p w m ran c pr rl <<<"$line"
-    fn+=("$m"); fin=$((fin + f)) pl=$((pl + p)) wk=$((wk + w)) pre=$((pre + ${pr:-0})) rel=$((rel + ${rl:-0}))
+    line=$(kv "$s" "round$i"); read -r f p w m ran c pr rl cp <<<"$line"
+    fn+=("$m") cpu+=("$cp"); fin=$((fin + f)) pl=$((pl + p)) wk=$((wk + w)) pre=$((pre + ${pr:-0})) rel=$((rel + ${rl:-0}))
     log "  round $i: ${ms[$((i - 1))]} ms (inside $m ms${ph[$((i - 1))]:+; phases ${ph[$((i - 1))]}}): $f finished, $p placed ($w workers), ${pr:-0} preempted, ${rl:-0} released, considered $c, ran=$ran"
   done
   local med mn mx p90 fmed
   read -r med mn mx p90 <<<"$(stats "${ms[@]}")"
   read -r fmed _ _ _ <<<"$(stats "${fn[@]}")"
-  emit "$(printf '{"bench":"steady","nodes":%s,"gpus":%s,"pending":%s,"running":%s,"rounds":%s,"churn":%s,"finished_jobs":%s,"placed_jobs":%s,"placed_workers":%s,"preempted_jobs":%s,"round_ms":%s,"round_ms_p90":%s,"round_ms_min":%s,"round_ms_max":%s,"fn_ms":%s%s,"target_ms":50}' \
+  read -r cmed cmin _ _ <<<"$(stats "${cpu[@]}")"
+  emit "$(printf '{"bench":"steady","nodes":%s,"gpus":%s,"pending":%s,"running":%s,"rounds":%s,"churn":%s,"finished_jobs":%s,"placed_jobs":%s,"placed_workers":%s,"preempted_jobs":%s,"round_ms":%s,"round_ms_p90":%s,"round_ms_min":%s,"round_ms_max":%s,"fn_ms":%s,"cpu_ms":%s,"cpu_ms_min":%s%s,"target_ms":50}' \
     "$M_N" $((M_N * GPN)) "$(kv "$s" pending)" "$(kv "$s" running0)" "$ROUNDS" "$CHURN" \
-    "$fin" "$pl" "$wk" "$pre" "$med" "$p90" "$mn" "$mx" "$fmed" "$(phase_json "${ph[@]}")")"
+    "$fin" "$pl" "$wk" "$pre" "$med" "$p90" "$mn" "$mx" "$fmed" "$cmed" "$cmin" "$(phase_json "${ph[@]}")")"
 }
 
 # --- (e) submit throughput ---------------------------------------------------
@@ -657,5 +670,69 @@ fi
 
 if has_case submit; then
   submit_bench "$MAIN_TPL"
+fi
+# --- (f) reading the metrics view ---------------------------------------------
+metrics_read() {
+  local tpl=$1 db="${PFX}_metrics" s="$TMP/metrics.sql" i e
+  if [ "$(sql1 "$tpl" "SELECT to_regclass('gangsched.metrics') IS NOT NULL")" != t ]; then
+    emit '{"bench":"metrics_read","skipped":"no gangsched.metrics"}'; return
+  fi
+  psql_ -d "$MAINT_DB" -c "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" -c "CREATE DATABASE \"$db\" TEMPLATE \"$tpl\""
+  sql1 "$db" "SELECT placed FROM gangsched.run_round()" >/dev/null
+  sql1 "$db" "SELECT count(gangsched.job_started(job, node)) FROM (SELECT DISTINCT job, node FROM gangsched.placements) s" >/dev/null
+  psql_ -d "$db" -c "VACUUM ANALYZE"
+  # name|statement: the whole view, its plan alone, and the exporter's families
+  local entries
+  entries=$(cat <<'SQL'
+view|SELECT * FROM gangsched.metrics
+plan|EXPLAIN SELECT * FROM gangsched.metrics
+pool|SELECT * FROM gangsched.metrics WHERE name LIKE 'gangsched\_pool\_%'
+nodes|SELECT * FROM gangsched.metrics WHERE name = 'gangsched_nodes'
+jobs_live|SELECT * FROM gangsched.metrics WHERE name = 'gangsched_jobs_live'
+team|SELECT * FROM gangsched.metrics WHERE name LIKE 'gangsched\_team\_%'
+queue_wait|SELECT * FROM gangsched.metrics WHERE name LIKE 'gangsched\_queue\_wait\_%'
+worker|SELECT * FROM gangsched.metrics WHERE name LIKE 'gangsched\_round\_%' OR name LIKE 'gangsched\_worker\_%'
+SQL
+)
+  local deltas0 deltas1 fold json="" key stmt med mn
+  deltas0=$(sql1 "$db" "SELECT count(*) FROM gangsched.metric_deltas")
+  for phase in unfolded folded; do
+    if [ $phase = folded ]; then
+      fold=$(sql1 "$db" "SELECT to_regprocedure('gangsched._metrics_fold()') IS NOT NULL")
+      if [ "$fold" = t ]; then sql1 "$db" "SELECT gangsched._metrics_fold()" >/dev/null; fi
+      psql_ -d "$db" -c "VACUUM ANALYZE gangsched.metric_deltas, gangsched.metric_counters"
+    fi
+    while IFS='|' read -r key stmt; do
+      if [ $phase = unfolded ] && [ "$key" != view ]; then continue; fi
+      # wall-clock per read (\timing), and the backend's CPU time over all
+      # the reads (/proc/self/schedstat), per read
+      { echo '\o /dev/null'; echo "$stmt;"
+        echo "SELECT pg_catalog.split_part(pg_catalog.pg_read_file('/proc/self/schedstat'), ' ', 1)::bigint AS cpu0 \\gset"
+        echo '\timing on'
+        for ((i = 0; i < METRICS_REPS; i++)); do echo "$stmt;"; done
+        echo '\timing off'
+        echo "SELECT round((pg_catalog.split_part(pg_catalog.pg_read_file('/proc/self/schedstat'), ' ', 1)::bigint - :cpu0) / 1e6 / $METRICS_REPS, 3) AS cpu \\gset"
+        echo '\o'; echo '\echo KV cpu :cpu'; } > "$s"
+      run_script "$db" "$s"
+      read -r med mn _ _ <<<"$(stats $(times_of "$s"))"
+      if [ $phase = unfolded ]; then key=view_unfolded; fi
+      json+=",\"${key}_ms\":$med,\"${key}_ms_min\":$mn,\"${key}_cpu_ms\":$(kv "$s" cpu)"
+    done <<<"$entries"
+  done
+  deltas1=$(sql1 "$db" "SELECT count(*) FROM gangsched.metric_deltas")
+  # how the live jobs were read (an index-only scan where the index covers it)
+  local live_scan
+  live_scan=$(psql_ -At -d "$db" -c "EXPLAIN SELECT * FROM gangsched.metrics WHERE name = 'gangsched_jobs_live'" \
+              | grep -o -m1 -E '(Index Only Scan|Seq Scan|Bitmap Heap Scan|Index Scan) (using [a-z_]+ )?on gangs\b' || echo unknown)
+  json+=",\"live_jobs_scan\":$(jstr "$live_scan")"
+  log "metrics: $(echo "$json" | tr ',' ' ')"
+  emit "$(printf '{"bench":"metrics_read","nodes":%s,"gpus":%s,"pending":%s,"rows":%s,"deltas_unfolded":%s,"deltas_folded":%s,"reps":%s%s,"settings":%s}' \
+    "$NODES" $((NODES * GPN)) "$(sql1 "$db" "SELECT count(*) FROM gangsched.gangs WHERE state = 'pending'")" \
+    "$(sql1 "$db" "SELECT count(*) FROM gangsched.metrics")" "$deltas0" "$deltas1" "$METRICS_REPS" "$json" \
+    "$(jstr "$(sql1 "$db" "SELECT string_agg(name || '=' || setting, ',' ORDER BY name) FROM pg_settings WHERE name IN ('jit', 'jit_above_cost', 'work_mem', 'shared_buffers')")")")"
+}
+
+if has_case metrics; then
+  metrics_read "$MAIN_TPL"
 fi
 log "done"

@@ -12,6 +12,8 @@
  */
 #include "postgres.h"
 
+#include <math.h>
+
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/namespace.h"
@@ -582,6 +584,134 @@ bulk_allocations(Cols *al, int64 *jobs, int njobs, TimestampTz now)
 	gs_bulk_end(b);
 }
 
+static int
+cmp_int64(const void *a, const void *b)
+{
+	int64		x = *(const int64 *) a;
+	int64		y = *(const int64 *) b;
+
+	return (x > y) - (x < y);
+}
+
+static Datum
+float8_array(float8 *v, int n)
+{
+	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
+	int			i;
+
+	for (i = 0; i < n; i++)
+		d[i] = Float8GetDatum(v[i]);
+	return PointerGetDatum(construct_array(d, n, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+/*
+ * The counts of the round's placements for gangsched.metrics
+ * (sql/src/75_metrics.sql), added up here from the rows the placement
+ * statement returned and written as one row per team and counter: what
+ * gangsched._event_counts() gives a 'placed' event (jobs_placed 1,
+ * queue_wait_seconds the wait or 0, one queue_wait_bucket at the smallest
+ * bound the wait does not exceed, '+Inf' above the last), summed per team,
+ * counter and label in the order of the rows, as the SQL sum did. The
+ * bounds and their text come from gangsched._wait_buckets().
+ */
+typedef struct PlacedCount
+{
+	int32		team;
+	float8		placed;
+	float8		wait_sum;
+	float8	   *bucket;			/* [nb + 1]: the bounds, then +Inf */
+} PlacedCount;
+
+static void
+count_placed(const int32 *team, const float8 *wait, int n)
+{
+	int			nb,
+				nt = 0,
+				nrow = 0,
+				i,
+				b;
+	float8	   *le;
+	char	  **le_text;
+	PlacedCount *pc;
+	char	  **r_name,
+			  **r_label;
+	int32	   *r_team;
+	float8	   *r_value;
+
+	if (n == 0)
+		return;
+	exec_args("SELECT b, b::pg_catalog.text FROM pg_catalog.unnest(gangsched._wait_buckets()) b",
+			  0, NULL, NULL, SPI_OK_SELECT);
+	nb = (int) SPI_processed;
+	le = palloc(sizeof(float8) * Max(nb, 1));
+	le_text = palloc(sizeof(char *) * (nb + 1));
+	for (b = 0; b < nb; b++)
+	{
+		bool		isnull;
+
+		le[b] = DatumGetFloat8(SPI_getbinval(SPI_tuptable->vals[b], SPI_tuptable->tupdesc, 1, &isnull));
+		le_text[b] = SPI_getvalue(SPI_tuptable->vals[b], SPI_tuptable->tupdesc, 2);
+	}
+	le_text[nb] = "+Inf";
+
+	pc = palloc0(sizeof(PlacedCount) * n);
+	for (i = 0; i < n; i++)
+	{
+		PlacedCount *t = NULL;
+		int			k,
+					best = nb;
+
+		for (k = 0; k < nt; k++)
+			if (pc[k].team == team[i])
+			{
+				t = &pc[k];
+				break;
+			}
+		if (t == NULL)
+		{
+			t = &pc[nt++];
+			t->team = team[i];
+			t->bucket = palloc0(sizeof(float8) * (nb + 1));
+		}
+		t->placed += 1;
+		/* GREATEST(wait, 0), NaN the greater as in SQL */
+		t->wait_sum += (isnan(wait[i]) || wait[i] > 0) ? wait[i] : 0;
+		for (k = 0; k < nb; k++)
+			if (wait[i] <= le[k] && (best == nb || le[k] < le[best]))
+				best = k;
+		t->bucket[best] += 1;
+	}
+
+	r_name = palloc(sizeof(char *) * nt * (nb + 3));
+	r_label = palloc(sizeof(char *) * nt * (nb + 3));
+	r_team = palloc(sizeof(int32) * nt * (nb + 3));
+	r_value = palloc(sizeof(float8) * nt * (nb + 3));
+	for (i = 0; i < nt; i++)
+	{
+		r_name[nrow] = "jobs_placed", r_label[nrow] = "", r_team[nrow] = pc[i].team, r_value[nrow++] = pc[i].placed;
+		r_name[nrow] = "queue_wait_seconds", r_label[nrow] = "", r_team[nrow] = pc[i].team, r_value[nrow++] = pc[i].wait_sum;
+		for (b = 0; b <= nb; b++)
+			if (pc[i].bucket[b] > 0)
+			{
+				r_name[nrow] = "queue_wait_bucket", r_label[nrow] = le_text[b];
+				r_team[nrow] = pc[i].team, r_value[nrow++] = pc[i].bucket[b];
+			}
+	}
+	{
+		Oid			types[4] = {TEXTARRAYOID, INT4ARRAYOID, TEXTARRAYOID, FLOAT8ARRAYOID};
+		Datum		values[4];
+
+		values[0] = text_array(r_name, nrow);
+		values[1] = int4_array(r_team, nrow);
+		values[2] = text_array(r_label, nrow);
+		values[3] = float8_array(r_value, nrow);
+		exec_args("INSERT INTO gangsched.metric_deltas (name, team_id, label, value)"
+				  " SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2),"
+				  "                          pg_catalog.unnest($3), pg_catalog.unnest($4))",
+				  4, types, values, SPI_OK_INSERT);
+	}
+}
+
 static void
 write_decisions(GsState *st, GsDecision *dec, TimestampTz now)
 {
@@ -715,30 +845,36 @@ write_decisions(GsState *st, GsDecision *dec, TimestampTz now)
 				  "         AS u(job, detail, borrowed)"
 				  "   WHERE g.id OPERATOR(pg_catalog.=) u.job AND g.state OPERATOR(pg_catalog.=) 'pending'"
 				  "  RETURNING g.id, g.team_id, u.detail, g.borrowed, g.queued_at),"
-				  /* their counts for gangsched.metrics (sql/src/75_metrics.sql) */
-				  " c AS ("
-				  "  INSERT INTO gangsched.metric_deltas (name, team_id, label, value)"
-				  "  SELECT x.name, p.team_id, x.label, pg_catalog.sum(x.value)"
-				  "    FROM p CROSS JOIN LATERAL gangsched._event_counts('placed', NULL, NULL,"
-				  "             pg_catalog.date_part('epoch', $3 OPERATOR(pg_catalog.-) p.queued_at)) x"
-				  "   GROUP BY 1, 2, 3),"
 				  " e AS ("
 				  "  INSERT INTO gangsched.events (at, kind, job, team_id, reason, detail)"
 				  "  SELECT $3, 'placed', p.id, p.team_id,"
 				  "         CASE WHEN p.borrowed THEN 'placed whole in its smallest domain, as borrowed capacity'"
 				  "              ELSE 'placed whole in its smallest domain, within nominal quota' END,"
-				  "         p.detail::pg_catalog.jsonb FROM p"
-				  "  RETURNING job)"
-				  "SELECT job FROM e ORDER BY job",
+				  "         p.detail::pg_catalog.jsonb FROM p)"
+				  /* every row of p has its event: e runs to completion unread */
+				  "SELECT p.id, p.team_id,"
+				  "       pg_catalog.date_part('epoch', $3 OPERATOR(pg_catalog.-) p.queued_at) FROM p",
 				  4, types, values, SPI_OK_SELECT);
 		nconfirmed = (int) SPI_processed;
 		confirmed = palloc(sizeof(int64) * Max(nconfirmed, 1));
-		for (k = 0; k < nconfirmed; k++)
 		{
-			bool		isnull;
+			int32	   *team = palloc(sizeof(int32) * Max(nconfirmed, 1));
+			float8	   *wait = palloc(sizeof(float8) * Max(nconfirmed, 1));
 
-			confirmed[k] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[k], SPI_tuptable->tupdesc, 1, &isnull));
+			for (k = 0; k < nconfirmed; k++)
+			{
+				HeapTuple	tup = SPI_tuptable->vals[k];
+				TupleDesc	td = SPI_tuptable->tupdesc;
+				bool		isnull;
+
+				confirmed[k] = DatumGetInt64(SPI_getbinval(tup, td, 1, &isnull));
+				team[k] = DatumGetInt32(SPI_getbinval(tup, td, 2, &isnull));
+				wait[k] = DatumGetFloat8(SPI_getbinval(tup, td, 3, &isnull));
+			}
+			/* in the order the statement returned them, as an SQL sum adds */
+			count_placed(team, wait, nconfirmed);
 		}
+		qsort(confirmed, nconfirmed, sizeof(int64), cmp_int64);
 
 		/* allocations, held slots and agents' notices for those only */
 		for (i = 0; i < st->njobs; i++)
@@ -995,8 +1131,19 @@ gs_run_round(PG_FUNCTION_ARGS)
 		expired = dec.expiring;
 		INSTR_TIME_SET_CURRENT(t3);
 		write_decisions(st, &dec, now);
-		/* the events' counters written since the last round (75_metrics.sql) */
-		exec_args("SELECT gangsched._metrics_fold()", 0, NULL, NULL, SPI_OK_SELECT);
+
+		/*
+		 * The events' counts (75_metrics.sql) are folded into the counters
+		 * outside the round: the worker folds them in a transaction of its
+		 * own after each round it ran. A round folds them only when they
+		 * have piled up past GS_FOLD_BACKSTOP rows (by the statistics'
+		 * count: rounds driven by pg_cron or by hand, with no worker
+		 * folding after them), so they stay bounded.
+		 */
+		exec_args("SELECT gangsched._metrics_fold()"
+				  " WHERE pg_catalog.pg_stat_get_live_tuples('gangsched.metric_deltas'::pg_catalog.regclass)"
+				  " OPERATOR(pg_catalog.>) " CppAsString2(GS_FOLD_BACKSTOP),
+				  0, NULL, NULL, SPI_OK_SELECT);
 		INSTR_TIME_SET_CURRENT(t4);
 		INSTR_TIME_SUBTRACT(t4, t3);
 		INSTR_TIME_SUBTRACT(t3, t2);

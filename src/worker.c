@@ -223,6 +223,58 @@ gs_worker_round(char **installed)
 	return result;
 }
 
+/*
+ * Fold the events' counts into the metrics' counters (sql/src/75_metrics.sql)
+ * in a transaction of its own, after a round: outside the round, so the
+ * round's transaction neither pays for the submissions since the last one
+ * nor holds its locks longer. The fold takes no lock a tenant can hold
+ * (tenants only insert deltas, through the API; an uncommitted delta is
+ * invisible to the fold, not waited for). An error is logged and survived:
+ * the deltas stay, gangsched.metrics counts them all the same, and the
+ * next fold takes them.
+ */
+static void
+metrics_fold(void)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+
+	PG_TRY();
+	{
+		int			save_nestlevel;
+
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		save_nestlevel = gs_fix_search_path();
+		pgstat_report_activity(STATE_RUNNING, "SELECT gangsched._metrics_fold()");
+		SPI_connect();
+		if (SPI_execute("SELECT gangsched._metrics_fold()", false, 0) != SPI_OK_SELECT)
+			elog(ERROR, "gangsched worker: _metrics_fold() failed");
+		SPI_finish();
+		gs_restore_search_path(save_nestlevel);
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+		pgstat_report_stat(false);
+		pgstat_report_activity(STATE_IDLE, NULL);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		ereport(LOG,
+				(errmsg("gangsched could not fold the metrics' counts: %s (SQLSTATE %s)", edata->message,
+						unpack_sql_state(edata->sqlerrcode)),
+				 errhint("gangsched.metrics still counts them; the worker tries again after its next round.")));
+		FreeErrorData(edata);
+		pgstat_report_activity(STATE_IDLE, NULL);
+	}
+	PG_END_TRY();
+}
+
 /* gs_end_blocking_tenants(), an error in it logged and survived like a round's. */
 static void
 end_blocking_tenants(void)
@@ -333,6 +385,7 @@ gs_worker_main(Datum arg)
 	MemoryContext loopcxt;
 	volatile bool warned_missing = false;
 	volatile bool lock_timed_out = false;
+	volatile bool round_ran = false;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
@@ -385,6 +438,7 @@ gs_worker_main(Datum arg)
 		{
 			MemoryContext oldcxt = MemoryContextSwitchTo(loopcxt);
 
+			round_ran = false;
 			PG_TRY();
 			{
 				char	   *installed = NULL;
@@ -405,7 +459,10 @@ gs_worker_main(Datum arg)
 					warned_missing = true;
 				}
 				else if (r == GS_ROUND_RAN)
+				{
 					warned_missing = false;
+					round_ran = true;
+				}
 			}
 			PG_CATCH();
 			{
@@ -440,6 +497,8 @@ gs_worker_main(Datum arg)
 				lock_timed_out = false;
 				end_blocking_tenants();
 			}
+			else if (round_ran)
+				metrics_fold();
 			MemoryContextSwitchTo(oldcxt);
 			MemoryContextReset(loopcxt);
 		}

@@ -10,10 +10,15 @@
 --
 -- Every event of a counted kind adds its counts to metric_deltas (a
 -- trigger on gangsched.events; 'submitted' and 'placed' by their writers)
--- (insert-only: concurrent writers never wait for each other there); each
--- round folds the deltas into metric_counters (rounds take turns, so one
--- writer updates the counters' rows). gangsched.metrics reads the sum of
--- both, so a count is visible as soon as its event commits.
+-- (insert-only: concurrent writers never wait for each other there); the
+-- worker folds the deltas into metric_counters after each round, in a
+-- transaction of its own (src/worker.c), so neither the round nor a tenant
+-- waits for a fold, and a round folds them itself only when more than
+-- 50,000 have piled up (rounds driven by pg_cron or by hand, src/round.c).
+-- gangsched.metrics reads the sum of both, so a count is visible as soon
+-- as its event commits, folded or not, and a fold moves counts from one
+-- table to the other in one transaction: a count is never lost nor
+-- counted twice, and moves only with the transaction that wrote its event.
 --
 -- A restore (pg_restore, or psql with a plain dump) loads the events with
 -- COPY: those are not counted again, the dumped counters come back as they
@@ -74,8 +79,10 @@ $$;
 -- paths count in the statement that writes their events: 'submitted' in
 -- submit() (sql/src/50_jobs.sql; a statement trigger cost each submit
 -- about 87 us, this row trigger 39 us, the inline count a few) and
--- 'placed' in the round (src/round.c) and in _place_ready_nominated
--- (67_preemption.sql; this trigger cost a round about 40 us per job placed).
+-- 'placed' in the round (src/round.c adds up the rows its placement
+-- statement returns and writes one row per team and counter) and in
+-- _place_ready_nominated (67_preemption.sql; this trigger cost a round
+-- about 40 us per job placed).
 CREATE FUNCTION gangsched._count_event() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -102,7 +109,10 @@ CREATE TRIGGER events_counted
     FOR EACH ROW WHEN (NEW.kind IN ('finished', 'failed', 'cancelled', 'expired', 'preempting', 'requeued'))
     EXECUTE FUNCTION gangsched._count_event();
 
--- Each round (src/round.c) folds the deltas into the counters.
+-- Fold the deltas into the counters: the worker after each round, in its
+-- own transaction (src/worker.c). Folds may overlap (the worker's, a
+-- round's past the backstop, the owner's by hand): a delta row another
+-- fold deletes is waited for and then skipped, so each is added once.
 CREATE FUNCTION gangsched._metrics_fold() RETURNS void
 LANGUAGE sql AS $$
     WITH d AS (DELETE FROM gangsched.metric_deltas RETURNING name, team_id, label, value)
@@ -125,22 +135,23 @@ RETURNS record LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'gs_round_stats_sql';
 -- branches. docs/monitoring.md describes each metric.
 CREATE VIEW gangsched.metrics AS
 WITH clock AS (SELECT gangsched.now() AS now),
+-- the oldest heartbeat's age is the largest age (one date_part per group,
+-- not per node)
 node_pool AS (
     SELECT p.id AS pool_id, p.name AS pool, n.state, count(n.id) AS nodes, COALESCE(sum(n.gpus), 0) AS gpus,
-           max(date_part('epoch', c.now - n.heartbeat_at)) FILTER (WHERE n.state <> 'down') AS heartbeat_age
+           date_part('epoch', c.now - min(n.heartbeat_at) FILTER (WHERE n.state <> 'down')) AS heartbeat_age
       FROM gangsched.pools p CROSS JOIN clock c
       LEFT JOIN gangsched.nodes n ON n.pool_id = p.id
-     GROUP BY p.id, p.name, n.state),
--- float8 sums (gangs.f_gpus, allocations.gpus as float8): numeric sums
--- over every live job cost several times more
+     GROUP BY p.id, p.name, n.state, c.now),
+-- the current allocations joined to their nodes' pools and summed once
+-- per (team, pool): numeric sums, cast once per group (a cast of every
+-- allocation's numeric gpus to float8 costs more than the numeric sum)
 held AS (
-    SELECT x.team_id, n.pool_id, sum(x.gpus) AS gpus, sum(x.borrowed) AS borrowed
-      FROM (SELECT a.team_id, a.node_id, sum(a.gpus::float8) AS gpus,
-                   sum(a.gpus::float8) FILTER (WHERE a.borrowed) AS borrowed
-              FROM gangsched.allocations a WHERE upper_inf(a.during)
-             GROUP BY a.team_id, a.node_id) x
-      JOIN gangsched.nodes n ON n.id = x.node_id
-     GROUP BY x.team_id, n.pool_id),
+    SELECT a.team_id, n.pool_id, sum(a.gpus)::float8 AS gpus,
+           (sum(a.gpus) FILTER (WHERE a.borrowed))::float8 AS borrowed
+      FROM gangsched.allocations a JOIN gangsched.nodes n ON n.id = a.node_id
+     WHERE upper_inf(a.during)
+     GROUP BY a.team_id, n.pool_id),
 live AS (
     SELECT g.team_id, g.state, count(*) AS jobs, sum(g.workers * g.f_gpus) AS gpus, min(g.queued_at) AS oldest
       FROM gangsched.gangs g

@@ -98,14 +98,27 @@ SELECT t.team, bool_and(b.value >= b.prev) AS cumulative,
   JOIN (SELECT DISTINCT labels ->> 'team' AS team FROM gangsched.metrics WHERE name = 'gangsched_queue_wait_seconds_count') t USING (team)
  GROUP BY t.team ORDER BY 1;
 
--- the round folded the deltas: counters hold them, nothing is left over
+-- the rounds left the deltas (the worker folds them after a round, in a
+-- transaction of its own); the fold moves them into the counters, nothing
+-- is left over, and no value of the view changes
+SELECT count(*) > 0 AS deltas_before_the_fold FROM gangsched.metric_deltas;
+CREATE TEMP TABLE metrics_before_fold AS
+SELECT name, labels, value FROM gangsched.metrics
+ WHERE name NOT LIKE 'gangsched\_round\_%' AND name NOT LIKE 'gangsched\_worker\_%';
+SELECT gangsched._metrics_fold();
 SELECT count(*) AS deltas_left FROM gangsched.metric_deltas;
 SELECT count(*) > 0 AS counters_rows FROM gangsched.metric_counters;
+SELECT count(*) AS values_changed_by_the_fold
+  FROM metrics_before_fold b
+  FULL JOIN (SELECT name, labels, value FROM gangsched.metrics
+              WHERE name NOT LIKE 'gangsched\_round\_%' AND name NOT LIKE 'gangsched\_worker\_%') a
+       USING (name, labels)
+ WHERE a.value IS DISTINCT FROM b.value;
 -- an event written outside a round (a submit) counts at once, before any fold
 SELECT value AS before FROM gangsched.metrics WHERE name = 'gangsched_team_jobs_submitted_total' AND labels ->> 'team' = 'a';
 SELECT gangsched.submit('a', 1, 8, name => 'late') > 0 AS submitted;
 SELECT value AS after FROM gangsched.metrics WHERE name = 'gangsched_team_jobs_submitted_total' AND labels ->> 'team' = 'a';
-SELECT count(*) AS deltas_before_the_round FROM gangsched.metric_deltas;
+SELECT count(*) AS deltas_before_the_next_fold FROM gangsched.metric_deltas;
 
 -- rounds: counted in shared memory (this server ran the rounds above);
 -- the last round's age on the scheduler's clock

@@ -128,6 +128,22 @@ $r0 = $node->safe_psql('postgres', 'SELECT rounds FROM gangsched.worker_status()
 sleep 2;
 $r1 = $node->safe_psql('postgres', 'SELECT rounds FROM gangsched.worker_status()');
 cmp_ok($r1 - $r0, '>=', 5, "after SIGHUP it runs a round every 100 ms (${\ ($r1 - $r0)} rounds in 2 s)");
+
+# The worker folds the metrics' counts after its rounds, in a transaction of
+# its own (the rounds themselves leave them): the deltas empty out, and the
+# counters hold both submits and both placements, once each.
+ok(poll_until($node, 'SELECT count(*) FROM gangsched.metric_deltas', '0', 10),
+	'the worker folded the counts its rounds and the submits wrote');
+is( $node->safe_psql(
+		'postgres', "SELECT string_agg(c.name || '=' || c.value, ',' ORDER BY c.name)
+		  FROM gangsched.metric_counters c JOIN gangsched.teams t ON t.id = c.team_id
+		 WHERE t.name = 't' AND c.name IN ('jobs_submitted', 'jobs_placed')"),
+	'jobs_placed=2,jobs_submitted=2',
+	'the counters hold each submit and each placement once');
+is( $node->safe_psql(
+		'postgres', "SELECT value FROM gangsched.metrics
+		 WHERE name = 'gangsched_team_jobs_placed_total' AND labels ->> 'team' = 't'"),
+	'2', 'and the view reads them');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM gangsched.check_invariants()'),
 	'0', 'invariants hold');
 
