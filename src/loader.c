@@ -775,7 +775,6 @@ gs_load_running(GsState *st)
 		"SELECT g.id, g.team_id, g.priority, g.preemptible, g.borrowed,"
 		"       COALESCE(g.started_at, g.placed_at), COALESCE(g.last_checkpoint_at, g.started_at, g.placed_at),"
 		"       g.f_gpus OPERATOR(pg_catalog.*) g.workers,"
-		"       COALESCE(EXTRACT(epoch FROM g.grace)::pg_catalog.float8, -1),"
 		"       g.f_gpus OPERATOR(pg_catalog.*) g.workers, g.f_cpus OPERATOR(pg_catalog.*) g.workers,"
 		"       g.f_mem_gb OPERATOR(pg_catalog.*) g.workers, g.f_net_gbps OPERATOR(pg_catalog.*) g.workers,"
 		"       g.workers");
@@ -819,14 +818,13 @@ gs_load_running(GsState *st)
 		r->since = DatumGetTimestampTz(col(i, 6, &isnull));
 		r->checkpoint = DatumGetTimestampTz(col(i, 7, &isnull));
 		r->gpus_total = col_float(i, 8, 0);
-		r->grace_s = col_float(i, 9, -1);
 		for (k = 0; k < GS_NRES; k++)
-			r->demand[k] = col_float(i, 10 + k, 0);
-		r->nalloc_cap = Max(col_int(i, 14, 1), 1);
+			r->demand[k] = col_float(i, 9 + k, 0);
+		r->nalloc_cap = Max(col_int(i, 13, 1), 1);
 		r->las_queue = -1;
 		if (st->las_teams != NULL && r->tix >= 0 && c->teams[r->tix].las)
 		{
-			r->attained = Max(col_float(i, 15, 0), 0);
+			r->attained = Max(col_float(i, 14, 0), 0);
 			r->las_queue = (int16_t) gs_las_queue_of(r->attained);
 		}
 		r->allocs = palloc0(sizeof(GsAlloc) * r->nalloc_cap);

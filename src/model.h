@@ -167,7 +167,6 @@ typedef struct GsRunning
 	int64_t		since;			/* started_at, else placed_at (TimestampTz) */
 	int64_t		checkpoint;		/* last checkpoint, else since */
 	double		gpus_total;		/* gpus × workers */
-	double		grace_s;		/* its own grace, < 0 default */
 	double		demand[GS_NRES];
 	double		attained;		/* GPU-seconds held so far, all allocations (las teams only) */
 	int16_t		las_queue;		/* its LAS queue, -1 when its team is not las */

@@ -185,21 +185,6 @@ gs_node_recount(GsNode *n)
 	}
 }
 
-bool
-gs_node_take_slots(GsNode *n, int device, int first_slice, int nslices)
-{
-	uint8_t		bits;
-
-	if (device < 0 || device >= n->ngpus || first_slice < 0 ||
-		first_slice + nslices > n->slices)
-		return false;
-	bits = (uint8_t) (((1 << nslices) - 1) << first_slice);
-	if (n->used[device] & bits)
-		return false;
-	n->used[device] |= bits;
-	return true;
-}
-
 GsPlacer *
 gs_placer_create(GsCluster *c)
 {

@@ -67,6 +67,5 @@ extern char *gs_why_text(GsCluster *c, const GsJob *job, const GsWhy *why, bool 
 
 /* Load-time helpers for the model. */
 extern void gs_node_recount(GsNode *n);
-extern bool gs_node_take_slots(GsNode *n, int device, int first_slice, int nslices);
 
 #endif							/* GANGSCHED_PLACEMENT_H */
