@@ -40,7 +40,10 @@ SELECT q.position, q.job, t.name AS team, j.name, j.priority, j.workers, j.gpus,
 
 -- Per team and pool: nominal quota, what the team holds, what it borrows,
 -- what of its idle nominal quota others use (lent), its weighted dominant
--- share over the whole cluster (up nodes), and its weight.
+-- share over the whole cluster (up nodes), and its weight. The share is the
+-- one rounds use: gangs told to stop no longer count, capacity held for the
+-- team's nominated jobs does (the used_ and borrowed_ columns are what the
+-- team's allocations hold now).
 --
 -- Lent: borrowers first use the pool's capacity that is nobody's quota (up
 -- nodes' GPUs minus the pool's nominal quotas); only the pool's borrowed
@@ -59,9 +62,18 @@ held AS (
       FROM gangsched.allocations a JOIN gangsched.nodes n ON n.id = a.node_id
      WHERE upper_inf(a.during)
      GROUP BY a.team_id, n.pool_id),
+-- what the share counts, as the round does (src/loader.c): current
+-- allocations except those of gangs told to stop (leaving), and the
+-- capacity held for nominated jobs (arriving)
 team_held AS (
-    SELECT h.team_id, sum(h.gpus) AS gpus, sum(h.cpus) AS cpus, sum(h.mem) AS mem, sum(h.net) AS net
-      FROM held h GROUP BY h.team_id),
+    SELECT x.team_id, sum(x.gpus) AS gpus, sum(x.cpus) AS cpus, sum(x.mem) AS mem, sum(x.net) AS net
+      FROM (SELECT a.team_id, a.gpus, a.cpus, a.mem_gb AS mem, a.net_gbps AS net
+              FROM gangsched.allocations a JOIN gangsched.gangs g ON g.id = a.job
+             WHERE upper_inf(a.during) AND g.state <> 'preempting'
+            UNION ALL
+            SELECT g.team_id, g.gpus, h.cpus, h.mem_gb, h.net_gbps
+              FROM gangsched.holds h JOIN gangsched.gangs g ON g.id = h.job) x
+     GROUP BY x.team_id),
 rows AS (
     SELECT t.id AS team_id, p.id AS pool_id, t.name AS team, p.name AS pool, t.weight,
            q.gpus AS nominal_gpus, q.cpus AS nominal_cpus, q.mem_gb AS nominal_mem_gb, q.net_gbps AS nominal_net_gbps,

@@ -1414,3 +1414,63 @@ SELECT 'gangsched_worker_rounds_total', 'counter', 'Rounds the background worker
 UNION ALL
 SELECT 'gangsched_worker_wakeups_total', 'counter', 'Commits that asked the worker for a round since the server started.',
        '{}'::jsonb, r.wakeups::float8 FROM rounds r WHERE r.wakeups IS NOT NULL;
+
+-- ---------------------------------------------------------------------
+-- team_shares' dominant share counts what rounds count (issue 14): gangs
+-- told to stop leave it, capacity held for nominated jobs joins it
+-- ---------------------------------------------------------------------
+CREATE OR REPLACE VIEW gangsched._team_shares_rows AS
+WITH cap AS (
+    SELECT sum(n.gpus) AS gpus, sum(n.cpus) AS cpus, sum(n.mem_gb) AS mem, sum(n.net_gbps) AS net
+      FROM gangsched.nodes n WHERE n.state = 'up'),
+pool_cap AS (
+    SELECT n.pool_id, sum(n.gpus) AS gpus FROM gangsched.nodes n WHERE n.state = 'up' GROUP BY n.pool_id),
+held AS (
+    SELECT a.team_id, n.pool_id, sum(a.gpus) AS gpus, sum(a.cpus) AS cpus, sum(a.mem_gb) AS mem,
+           sum(a.net_gbps) AS net, COALESCE(sum(a.gpus) FILTER (WHERE a.borrowed), 0) AS borrowed_gpus
+      FROM gangsched.allocations a JOIN gangsched.nodes n ON n.id = a.node_id
+     WHERE upper_inf(a.during)
+     GROUP BY a.team_id, n.pool_id),
+-- what the share counts, as the round does (src/loader.c): current
+-- allocations except those of gangs told to stop (leaving), and the
+-- capacity held for nominated jobs (arriving)
+team_held AS (
+    SELECT x.team_id, sum(x.gpus) AS gpus, sum(x.cpus) AS cpus, sum(x.mem) AS mem, sum(x.net) AS net
+      FROM (SELECT a.team_id, a.gpus, a.cpus, a.mem_gb AS mem, a.net_gbps AS net
+              FROM gangsched.allocations a JOIN gangsched.gangs g ON g.id = a.job
+             WHERE upper_inf(a.during) AND g.state <> 'preempting'
+            UNION ALL
+            SELECT g.team_id, g.gpus, h.cpus, h.mem_gb, h.net_gbps
+              FROM gangsched.holds h JOIN gangsched.gangs g ON g.id = h.job) x
+     GROUP BY x.team_id),
+rows AS (
+    SELECT t.id AS team_id, p.id AS pool_id, t.name AS team, p.name AS pool, t.weight,
+           q.gpus AS nominal_gpus, q.cpus AS nominal_cpus, q.mem_gb AS nominal_mem_gb, q.net_gbps AS nominal_net_gbps,
+           q.borrow_gpus AS borrowing_limit_gpus, q.lend_gpus AS lending_limit_gpus,
+           COALESCE(h.gpus, 0) AS used_gpus, COALESCE(h.cpus, 0) AS used_cpus,
+           COALESCE(h.mem, 0) AS used_mem_gb, COALESCE(h.net, 0) AS used_net_gbps,
+           COALESCE(h.borrowed_gpus, 0) AS borrowed_gpus,
+           LEAST(GREATEST(COALESCE(q.gpus, 0) - COALESCE(h.gpus, 0), 0),
+                 COALESCE(q.lend_gpus, 'Infinity'::numeric)) AS lendable_gpus
+      FROM gangsched.teams t CROSS JOIN gangsched.pools p
+      LEFT JOIN gangsched._effective_quotas q ON q.team_id = t.id AND q.pool_id = p.id
+      LEFT JOIN held h ON h.team_id = t.id AND h.pool_id = p.id
+     WHERE q.team_id IS NOT NULL OR h.team_id IS NOT NULL),
+pool_lent AS (
+    -- borrowed GPUs of the pool that its unassigned capacity does not cover
+    SELECT r.pool_id,
+           LEAST(sum(r.borrowed_gpus),
+                 GREATEST(sum(r.borrowed_gpus) - (COALESCE(max(pc.gpus), 0) - COALESCE(sum(r.nominal_gpus), 0)), 0)) AS gpus,
+           sum(r.lendable_gpus) AS lendable
+      FROM rows r LEFT JOIN pool_cap pc ON pc.pool_id = r.pool_id
+     GROUP BY r.pool_id)
+SELECT r.team, r.pool, r.weight, r.nominal_gpus, r.nominal_cpus, r.nominal_mem_gb, r.nominal_net_gbps,
+       r.borrowing_limit_gpus, r.lending_limit_gpus,
+       r.used_gpus, r.used_cpus, r.used_mem_gb, r.used_net_gbps, r.borrowed_gpus,
+       round(CASE WHEN pl.lendable > 0 THEN r.lendable_gpus * LEAST(1, pl.gpus / pl.lendable) ELSE 0 END, 3) AS lent_gpus,
+       round((GREATEST(COALESCE(th.gpus / NULLIF(cap.gpus, 0), 0), COALESCE(th.cpus / NULLIF(cap.cpus, 0), 0),
+                       COALESCE(th.mem / NULLIF(cap.mem, 0), 0), COALESCE(th.net / NULLIF(cap.net, 0), 0))
+              / r.weight)::numeric, 4) AS dominant_share
+  FROM rows r CROSS JOIN cap JOIN pool_lent pl ON pl.pool_id = r.pool_id
+  LEFT JOIN team_held th ON th.team_id = r.team_id
+ ORDER BY r.pool, r.team;
