@@ -54,17 +54,18 @@ $(INSTALL_SQL): $(sort $(wildcard sql/src/*.sql))
 $(UPGRADE_SQL): sql/upgrade/$(EXTENSION)--$(PREV_VERSION)--$(EXTVERSION).sql sql/src/97_dump.sql sql/src/98_privileges.sql sql/src/99_search_path.sql
 	cat $^ > $@
 
-# The version must agree everywhere; CI calls this. PGXN wants a semantic
-# version (major.minor.patch), so META.json says $(DISTVERSION) where the
-# control file says $(EXTVERSION); tools/pgxn-meta-check validates META.json
-# against the PGXN Meta Spec 1.0.0.
-DISTVERSION = $(EXTVERSION)$(if $(word 3,$(subst ., ,$(EXTVERSION))),,.0)
+# The version must agree everywhere; CI calls this. One version, the control
+# file's, which is a semantic version (major.minor.patch) as PGXN requires:
+# META.json (the distribution and what it provides) and debian/changelog
+# carry it unchanged; tools/pgxn-meta-check validates META.json against the
+# PGXN Meta Spec 1.0.0.
+DISTVERSION = $(EXTVERSION)
 .PHONY: check-version pgtap bench demo test dist
 check-version:
 	@perl tools/pgxn-meta-check --version $(DISTVERSION) META.json >/dev/null || { perl tools/pgxn-meta-check --version $(DISTVERSION) META.json; exit 1; }
 	@grep -q '"file": *"$(INSTALL_SQL)"' META.json || { echo "META.json does not name $(INSTALL_SQL)"; exit 1; }
 	@grep -q '^gangsched ($(DISTVERSION))' debian/changelog || { echo "debian/changelog's latest entry is not $(DISTVERSION)"; exit 1; }
-	@echo "version $(EXTVERSION) consistent (META.json, debian/changelog: $(DISTVERSION))"
+	@echo "version $(EXTVERSION) consistent (gangsched.control, META.json, debian/changelog)"
 
 # The PGXN distribution (docs/install.md): gangsched-$(DISTVERSION).zip with
 # everything under gangsched-$(DISTVERSION)/, made by git archive from the

@@ -1,5 +1,5 @@
 /*
- * gangsched 0.2 — install script (assembled from the files in sql/src).
+ * gangsched 0.2.0 — install script (assembled from the files in sql/src).
  *
  * Owns the schema: inventory (levels, pools, nodes, devices, datasets),
  * tenancy (teams, quotas), the job queue, allocations (history + the held

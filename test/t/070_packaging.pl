@@ -66,7 +66,7 @@ my ($bindir, $pkglibdir, $sharedir) = map { pg_config($_) } qw(bindir pkglibdir 
 open(my $ctl, '<', "$src/gangsched.control") or die $!;
 my ($extversion) = map { /^default_version\s*=\s*'([^']+)'/ ? $1 : () } <$ctl>;
 close $ctl;
-my $dv = $extversion =~ /^\d+\.\d+$/ ? "$extversion.0" : $extversion;
+my $dv = $extversion;	# one version: the control file's, semantic as PGXN requires
 my $dist = "gangsched-$dv";
 
 # ---- make dist ------------------------------------------------------------
@@ -114,12 +114,13 @@ my $top = "$unpacked/$dist";
 ($rc, $out) = run_in($top, 'perl', 'tools/pgxn-meta-check', '--version', $dv, '--dist', $top, 'META.json');
 is($rc, 0, "META.json is valid against the PGXN Meta Spec 1.0.0, version $dv, provides' files present") or diag $out;
 
-# The validator can fail: the control file's two-part version is not
-# semantic, and an unknown license is refused.
+# The validator can fail: a two-part version is not semantic, and an
+# unknown license is refused.
 open(my $m, '<', "$top/META.json") or die $!;
 my $meta = do { local $/; <$m> };
 close $m;
-(my $bad = $meta) =~ s/"version": "\Q$dv\E"/"version": "$extversion"/g;
+(my $two = $dv) =~ s/\.\d+$//;
+(my $bad = $meta) =~ s/"version": "\Q$dv\E"/"version": "$two"/g;
 $bad =~ s/"license": "postgresql"/"license": "pg"/;
 open($m, '>', "$tmp/bad-META.json") or die $!;
 print $m $bad;

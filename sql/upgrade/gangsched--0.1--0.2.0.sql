@@ -11,7 +11,7 @@
  * catalog with a fresh 0.2 install: anything changed in sql/src/ and not
  * here fails it. docs/upgrade.md.
  */
-\echo Use "ALTER EXTENSION gangsched UPDATE TO '0.2'" to load this file. \quit
+\echo Use "ALTER EXTENSION gangsched UPDATE TO '0.2.0'" to load this file. \quit
 
 
 /* ------------------------------------------------------------------ */
