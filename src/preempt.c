@@ -49,19 +49,17 @@
  * Bounds that keep one search's time proportional to the job, not to the
  * cluster (bench/preempt.sh: 2,000 nodes, 1,104 running gangs):
  *  - MAX_DOMAINS_PER_DEPTH: per topology depth, plans are built over the
- *    candidates of this many domains, those whose candidates free the most
- *    GPUs (a rack whose victims would strand nothing is among the first);
+ *    candidates of this many domains, those whose candidates (wholly inside
+ *    the domain) free the most GPUs;
  *  - MAX_SINGLES: this many of the largest candidates are tried as the only
  *    victim (one large gang rather than many small ones);
  *  - MAX_CANDIDATES: running gangs looked at as candidates; beyond it the
  *    rest of the running list is not read (a cluster has fewer gangs than
- *    this many in the benchmarks; a larger one still gets a plan from them);
- *  - MAX_SEEN_PLANS: victim sets remembered to skip repeated plans.
+ *    this many in the benchmarks; a larger one still gets a plan from them).
  */
 #define MAX_DOMAINS_PER_DEPTH 4
 #define MAX_SINGLES 16
 #define MAX_CANDIDATES 4096
-#define MAX_SEEN_PLANS 64
 
 typedef struct Cand
 {
@@ -266,13 +264,6 @@ typedef struct Search
 	double		my_after;		/* J's team's weighted share with J */
 	double	   *rem;			/* [nteams][GS_NRES]: what the plan being built takes from each team */
 	int			fair_skips;		/* candidates a greedy plan left out for the rule */
-	/*
-	 * Victim sets the search's greedy plans already found (before pruning):
-	 * a plan over a subset of the candidates often picks the same set as an
-	 * earlier one, and pruning it again would only repeat the probes.
-	 */
-	uint64		seen[MAX_SEEN_PLANS];
-	int			nseen;
 } Search;
 
 /*
@@ -454,27 +445,6 @@ greedy_plan(GsPlacer *p, Search *s, Cand *cands, int n, double free_gpus, Plan *
 	/* the last releases may have made room without a try */
 	if (!ok && used > 0 && have + GS_EPS >= need && fits(p, j))
 		ok = true;
-	if (ok)
-	{
-		/* the same victims as an earlier plan of this search: nothing new */
-		uint64		sig = (uint64) used * UINT64_C(0x9E3779B97F4A7C15);
-		int			q;
-
-		for (k = 0; k < used; k++)
-		{
-			uint64		x = (uint64) (uintptr_t) chosen[k];
-
-			/* splitmix64's finalizer: the sum does not depend on the order */
-			x = (x ^ (x >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-			x = (x ^ (x >> 27)) * UINT64_C(0x94D049BB133111EB);
-			sig += x ^ (x >> 31);
-		}
-		for (q = 0; q < s->nseen; q++)
-			if (s->seen[q] == sig)
-				ok = false;
-		if (ok && s->nseen < MAX_SEEN_PLANS)
-			s->seen[s->nseen++] = sig;
-	}
 	if (ok && !j->quota_blocked)
 	{
 		/*
@@ -738,7 +708,6 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 	s.my_after = share_with(c, j->tix, jd, 1.0);
 	s.rem = palloc0(sizeof(double) * GS_NRES * Max(c->nteams, 1));
 	s.fair_skips = 0;
-	s.nseen = 0;
 	for (i = 0; i < c->npools && i < GS_MAX_POOLS; i++)
 		if (j->pool_mask & (UINT64_C(1) << i))
 			free_gpus += Max(c->pools[i].capacity[GS_GPU] - c->pools[i].used[GS_GPU], 0);
