@@ -61,7 +61,7 @@ my ($rc, $out, $err);
 program_help_ok($cli);
 program_version_ok($cli);
 ($rc, $out, $err) = cli('cli_portal', 'version');
-like($out, qr/^gangsched \(client\) \d+\.\d+\ngangsched \(server\) \d+\.\d+$/, 'version: client and server') or diag $err;
+like($out, qr/^gangsched \(client\) \d+\.\d+\.\d+\ngangsched \(server\) \d+\.\d+\.\d+$/, 'version: client and server (semantic versions)') or diag $err;
 ($rc, $out, $err) = cli('cli_portal', 'frobnicate');
 is($rc, 2, 'an unknown command is a usage error (2)');
 like($err, qr/unknown command 'frobnicate'/, 'and says so');
