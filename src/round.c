@@ -149,38 +149,25 @@ job_texts_add(JobTexts *t, int64 job, const char *text)
 	t->text[t->n++] = (char *) text;
 }
 
-static Datum
-int8_array(int64 *v, int n)
-{
-	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
-	int			i;
-
-	for (i = 0; i < n; i++)
-		d[i] = Int64GetDatum(v[i]);
-	return PointerGetDatum(construct_array(d, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+/*
+ * int8_array(), int4_array(), bool_array(), float8_array(): a C array as an
+ * array datum of its element type, for the statements' array parameters.
+ */
+#define GS_ARRAY_BUILDER(fn, ctype, to_datum, elemtype, elemlen, elembyval, elemalign) \
+static Datum \
+fn(ctype *v, int n) \
+{ \
+	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1)); \
+ \
+	for (int i = 0; i < n; i++) \
+		d[i] = to_datum(v[i]); \
+	return PointerGetDatum(construct_array(d, n, elemtype, elemlen, elembyval, elemalign)); \
 }
 
-static Datum
-int4_array(int32 *v, int n)
-{
-	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
-	int			i;
-
-	for (i = 0; i < n; i++)
-		d[i] = Int32GetDatum(v[i]);
-	return PointerGetDatum(construct_array(d, n, INT4OID, 4, true, TYPALIGN_INT));
-}
-
-static Datum
-bool_array(bool *v, int n)
-{
-	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
-	int			i;
-
-	for (i = 0; i < n; i++)
-		d[i] = BoolGetDatum(v[i]);
-	return PointerGetDatum(construct_array(d, n, BOOLOID, 1, true, TYPALIGN_CHAR));
-}
+GS_ARRAY_BUILDER(int8_array, int64, Int64GetDatum, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE)
+GS_ARRAY_BUILDER(int4_array, int32, Int32GetDatum, INT4OID, 4, true, TYPALIGN_INT)
+GS_ARRAY_BUILDER(bool_array, bool, BoolGetDatum, BOOLOID, 1, true, TYPALIGN_CHAR)
+GS_ARRAY_BUILDER(float8_array, float8, Float8GetDatum, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE)
 
 static Datum
 text_array(char **v, int n)
@@ -197,17 +184,6 @@ text_array(char **v, int n)
 		d[i] = nulls[i] ? (Datum) 0 : CStringGetTextDatum(v[i]);
 	}
 	return PointerGetDatum(construct_md_array(d, nulls, 1, dims, lbs, TEXTOID, -1, false, TYPALIGN_INT));
-}
-
-static Datum
-float8_array(float8 *v, int n)
-{
-	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
-	int			i;
-
-	for (i = 0; i < n; i++)
-		d[i] = Float8GetDatum(v[i]);
-	return PointerGetDatum(construct_array(d, n, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 }
 
 /* A statement of the round with parameters; its text is the same every round (its plan is kept). */
@@ -1040,20 +1016,30 @@ collect_waiting(GsState *st, GsDecision *dec, Waiting *out)
 	}
 }
 
+/*
+ * Run sql with $1 the jobs of t and $2 their texts, and the further
+ * parameters already in types[2..] / values[2..]; nothing when t is empty.
+ */
+static void
+exec_job_texts(const char *sql, const JobTexts *t, int nargs, Oid *types, Datum *values, int expect)
+{
+	if (t->n == 0)
+		return;
+	values[0] = int8_array(t->job, t->n);
+	values[1] = text_array(t->text, t->n);
+	exec_args(sql, nargs, types, values, expect);
+}
+
 static void
 write_reasons(const JobTexts *t)
 {
 	Oid			types[2] = {INT8ARRAYOID, TEXTARRAYOID};
 	Datum		values[2];
 
-	if (t->n == 0)
-		return;
-	values[0] = int8_array(t->job, t->n);
-	values[1] = text_array(t->text, t->n);
-	exec_args("UPDATE gangsched.gangs g SET reason = u.reason"
-			  "  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(job, reason)"
-			  " WHERE g.id OPERATOR(pg_catalog.=) u.job",
-			  2, types, values, SPI_OK_UPDATE);
+	exec_job_texts("UPDATE gangsched.gangs g SET reason = u.reason"
+				   "  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(job, reason)"
+				   " WHERE g.id OPERATOR(pg_catalog.=) u.job",
+				   t, 2, types, values, SPI_OK_UPDATE);
 }
 
 /*
@@ -1064,20 +1050,15 @@ static void
 write_refusals(const JobTexts *t, TimestampTz now)
 {
 	Oid			types[4] = {INT8ARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID, TEXTOID};
-	Datum		values[4];
+	Datum		values[4] = {0, 0, TimestampTzGetDatum(now),
+	CStringGetTextDatum(gs_fair_preemption == GS_FAIR_INITIAL_SHARE ? "initial_share" : "final_share")};
 
-	if (t->n == 0)
-		return;
-	values[0] = int8_array(t->job, t->n);
-	values[1] = text_array(t->text, t->n);
-	values[2] = TimestampTzGetDatum(now);
-	values[3] = CStringGetTextDatum(gs_fair_preemption == GS_FAIR_INITIAL_SHARE ? "initial_share" : "final_share");
-	exec_args("INSERT INTO gangsched.events (at, kind, job, team_id, reason, detail)"
-			  "SELECT $3, 'preemption refused', g.id, g.team_id, u.reason,"
-			  "       pg_catalog.jsonb_build_object('fair_preemption', $4)"
-			  "  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(job, reason)"
-			  "  JOIN gangsched.gangs g ON g.id OPERATOR(pg_catalog.=) u.job",
-			  4, types, values, SPI_OK_INSERT);
+	exec_job_texts("INSERT INTO gangsched.events (at, kind, job, team_id, reason, detail)"
+				   "SELECT $3, 'preemption refused', g.id, g.team_id, u.reason,"
+				   "       pg_catalog.jsonb_build_object('fair_preemption', $4)"
+				   "  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(job, reason)"
+				   "  JOIN gangsched.gangs g ON g.id OPERATOR(pg_catalog.=) u.job",
+				   t, 4, types, values, SPI_OK_INSERT);
 }
 
 /* Jobs whose queue timeout passed: 'expired', with their last reason, and an event. */
@@ -1085,28 +1066,22 @@ static void
 write_expired(const JobTexts *t, TimestampTz now)
 {
 	Oid			types[4] = {INT8ARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID, INT4OID};
-	Datum		values[4];
+	Datum		values[4] = {0, 0, TimestampTzGetDatum(now), Int32GetDatum(gs_default_queue_timeout_s)};
 
-	if (t->n == 0)
-		return;
-	values[0] = int8_array(t->job, t->n);
-	values[1] = text_array(t->text, t->n);
-	values[2] = TimestampTzGetDatum(now);
-	values[3] = Int32GetDatum(gs_default_queue_timeout_s);
-	exec_args("WITH e AS ("
-			  "  UPDATE gangsched.gangs g"
-			  "     SET state = 'expired', finished_at = $3,"
-			  "         reason = 'queue timeout of '"
-			  "                  OPERATOR(pg_catalog.||)"
-			  "                  COALESCE(g.queue_timeout, pg_catalog.make_interval(secs => $4))::pg_catalog.text"
-			  "                  OPERATOR(pg_catalog.||) ' passed while waiting: '"
-			  "                  OPERATOR(pg_catalog.||) COALESCE(u.reason, g.reason, 'not yet considered by a round')"
-			  "    FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(job, reason)"
-			  "   WHERE g.id OPERATOR(pg_catalog.=) u.job AND g.state OPERATOR(pg_catalog.=) 'pending'"
-			  "  RETURNING g.id, g.team_id, g.reason)"
-			  "INSERT INTO gangsched.events (at, kind, job, team_id, reason)"
-			  "SELECT $3, 'expired', e.id, e.team_id, e.reason FROM e",
-			  4, types, values, SPI_OK_INSERT);
+	exec_job_texts("WITH e AS ("
+				   "  UPDATE gangsched.gangs g"
+				   "     SET state = 'expired', finished_at = $3,"
+				   "         reason = 'queue timeout of '"
+				   "                  OPERATOR(pg_catalog.||)"
+				   "                  COALESCE(g.queue_timeout, pg_catalog.make_interval(secs => $4))::pg_catalog.text"
+				   "                  OPERATOR(pg_catalog.||) ' passed while waiting: '"
+				   "                  OPERATOR(pg_catalog.||) COALESCE(u.reason, g.reason, 'not yet considered by a round')"
+				   "    FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(job, reason)"
+				   "   WHERE g.id OPERATOR(pg_catalog.=) u.job AND g.state OPERATOR(pg_catalog.=) 'pending'"
+				   "  RETURNING g.id, g.team_id, g.reason)"
+				   "INSERT INTO gangsched.events (at, kind, job, team_id, reason)"
+				   "SELECT $3, 'expired', e.id, e.team_id, e.reason FROM e",
+				   t, 4, types, values, SPI_OK_INSERT);
 }
 
 /* A 'reserved' event when the starvation guard's reservation is new or its reason changed. */
