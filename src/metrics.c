@@ -412,13 +412,15 @@ gs_scan_begin(GsScan *s, const char *name, const char *live_index)
 			Relation	irel = index_open(ix, AccessShareLock);
 
 			if (irel->rd_index->indisvalid && irel->rd_index->indrelid == RelationGetRelid(s->heap) &&
-				irel->rd_rel->reltuples >= 0 && s->heap->rd_rel->reltuples > 1000 &&
+				irel->rd_rel->reltuples >= 0 && s->heap->rd_rel->reltuples > 256 &&
 				irel->rd_rel->reltuples * 4 < s->heap->rd_rel->reltuples)
 				s->index = irel;
 			else
 				index_close(irel, AccessShareLock);
 		}
 	}
+	elog(DEBUG2, "gangsched: metrics read gangsched.%s %s", name,
+		 s->index != NULL ? "through its partial index" : "sequentially");
 	if (s->index != NULL)
 	{
 		s->is = index_beginscan(s->heap, s->index, snap, 0, 0);
