@@ -365,12 +365,15 @@ CREATE FUNCTION pg_temp.churn(at timestamptz) RETURNS void LANGUAGE plpgsql AS $
 BEGIN
     PERFORM set_config('gangsched.clock_override', at::text, false);
     PERFORM gangsched.run_round();
+    -- (rows in a fixed order, so the random draws fall on the same rows whatever the plans)
     PERFORM gangsched.job_started(p.job, p.node)
-       FROM (SELECT DISTINCT job, node FROM gangsched.placements) p
+       FROM (SELECT DISTINCT p.job, p.node FROM gangsched.placements p JOIN gangsched.jobs j USING (job)
+              WHERE j.state = 'placed' ORDER BY 1, 2) p
       WHERE random() < 0.8;
     PERFORM gangsched.job_finished(j.job, random() < 0.8)
-       FROM gangsched.jobs j WHERE j.state = 'running' AND random() < 0.3;
-    PERFORM gangsched.cancel(j.job) FROM gangsched.jobs j WHERE j.state = 'pending' AND random() < 0.05;
+       FROM (SELECT job FROM gangsched.jobs WHERE state = 'running' ORDER BY 1) j WHERE random() < 0.3;
+    PERFORM gangsched.cancel(j.job)
+       FROM (SELECT job FROM gangsched.jobs WHERE state = 'pending' ORDER BY 1) j WHERE random() < 0.05;
 END $$;
 SELECT pg_temp.random_jobs(150);
 SELECT pg_temp.churn('2030-01-02 00:01:00+00');
@@ -409,12 +412,15 @@ BEGIN
     PERFORM set_config('gangsched.clock_override', at::text, false);
     PERFORM gangsched.submit('t' || (1 + floor(random() * 4))::int, 1, 1) FROM generate_series(1, 100);
     PERFORM gangsched.run_round();
-    PERFORM gangsched.job_started(p.job, p.node) FROM (SELECT DISTINCT job, node FROM gangsched.placements) p;
+    PERFORM gangsched.job_started(p.job, p.node)
+       FROM (SELECT DISTINCT p.job, p.node FROM gangsched.placements p JOIN gangsched.jobs j USING (job)
+              WHERE j.state = 'placed') p;
     PERFORM gangsched.job_finished(j.job, true) FROM gangsched.jobs j WHERE j.state = 'running';
 END $$;
 SELECT count(gangsched.cancel(j.job)) > 0 AS cancelled FROM gangsched.jobs j WHERE j.state = 'pending';
 SELECT count(pg_temp.cycle(timestamptz '2030-01-02 00:10:00+00' + i * interval '1 min')) FROM generate_series(1, 8) i;
-SELECT count(gangsched.cancel(j.job)) > 0 AS cancelled FROM gangsched.jobs j WHERE j.state = 'pending' AND random() < 0.9;
+SELECT count(gangsched.cancel(j.job)) > 0 AS cancelled
+  FROM (SELECT job FROM gangsched.jobs WHERE state = 'pending' ORDER BY 1) j WHERE random() < 0.9;
 SELECT pg_temp.random_jobs(20);
 SELECT pg_temp.churn('2030-01-02 01:00:00+00');
 ANALYZE gangsched.gangs, gangsched.allocations;
