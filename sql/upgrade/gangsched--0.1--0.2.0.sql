@@ -1492,8 +1492,9 @@ CREATE INDEX gangs_pending_idx ON gangsched.gangs (team_id, queued_at) WHERE sta
 -- values) and value, computed in C (src/metrics.c): one pass over each
 -- table it reads (teams, pools, nodes, the live jobs, the open
 -- allocations, the counters and their deltas, the holds), in the
--- statement's snapshot. docs/monitoring.md describes each metric and
--- defines its value in SQL; test/sql/70_metrics checks the two agree.
+-- statement's snapshot. docs/monitoring.md describes each metric;
+-- test/sql/70_metrics holds the values' definition in SQL (the view as it
+-- was written before) and checks the two agree.
 -- GPU amounts are summed exactly (as numeric) and converted to float8 once.
 -- `at` is the scheduler's clock, the worker_* arguments are
 -- gangsched.worker_status()'s columns. SECURITY DEFINER: analysts and
