@@ -14,8 +14,6 @@
 #include "postgres.h"
 
 #include "access/genam.h"
-#include "access/nbtree.h"
-#include "access/skey.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "catalog/namespace.h"
@@ -34,7 +32,6 @@
 #include "storage/shmem.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
-#include "utils/fmgroids.h"
 #include "utils/fmgrprotos.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
@@ -871,70 +868,15 @@ gs_read_nodes(GsPool *pools, int npools, GsNodePool **out)
 }
 
 /*
- * gangs_pending_idx, (team_id, queued_at) WHERE state = 'pending', opened
- * when it exists and is valid, else NULL.
- */
-static Relation
-gs_open_pending_index(Relation heap)
-{
-	Oid			ix = get_relname_relid("gangs_pending_idx", RelationGetNamespace(heap));
-	Relation	irel;
-
-	if (!OidIsValid(ix))
-		return NULL;
-	irel = index_open(ix, AccessShareLock);
-	if (!irel->rd_index->indisvalid || irel->rd_index->indrelid != RelationGetRelid(heap))
-	{
-		index_close(irel, AccessShareLock);
-		return NULL;
-	}
-	return irel;
-}
-
-/*
- * The oldest entry into the queue of each team's pending jobs through that
- * index: the first row of the team it returns that the snapshot sees. A row
- * reached through an entry has the entry's team, queued_at and state (an
- * update that changes one of them is not HOT and makes a new entry); both
- * are tested all the same.
+ * The live jobs: counts by team and state, the pending ones' GPUs and
+ * their oldest entry into the queue. queued_at is the row's 31st column,
+ * so reading it is about a fifth of the whole read; an index on (team_id,
+ * queued_at) of the pending jobs would spare that, but the round's updates
+ * of pending jobs' reasons (not HOT when their page is full) then cost the
+ * cold round 5-10 % more (docs/monitoring.md#cost).
  */
 static void
-gs_read_oldest(Relation heap, Relation irel, TupleTableSlot *slot, GsTeam *teams, int nteams,
-			   AttrNumber a_team, AttrNumber a_state, AttrNumber a_queued)
-{
-	IndexScanDesc scan = index_beginscan(heap, irel, GetActiveSnapshot(), 1, 0);
-	ScanKeyData key;
-	int			i;
-
-	for (i = 0; i < nteams; i++)
-	{
-		GsTeam	   *t = &teams[i];
-		bool		isnull;
-
-		if (t->jobs[0] == 0)
-			continue;
-		ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(t->id));
-		index_rescan(scan, &key, 1, NULL, 0);
-		while (index_getnext_slot(scan, ForwardScanDirection, slot))
-		{
-			if (DatumGetInt32(slot_getattr(slot, a_team, &isnull)) != t->id ||
-				gs_live_state(slot_getattr(slot, a_state, &isnull)) != 0)
-				continue;
-			t->oldest = DatumGetTimestampTz(slot_getattr(slot, a_queued, &isnull));
-			t->has_oldest = true;
-			break;
-		}
-	}
-	index_endscan(scan);
-}
-
-/*
- * The live jobs: counts by team and state, the pending ones' GPUs, and
- * their oldest entry into the queue. queued_at is the row's 31st column:
- * gangs_pending_idx spares deforming every pending row so far.
- */
-static void
-gs_read_live_jobs(GsTeam *teams, int nteams, const GsIdMap *team_ix)
+gs_read_live_jobs(GsTeam *teams, const GsIdMap *team_ix)
 {
 	GsScan		s;
 	GsNumCache *cache = palloc0(sizeof(GsNumCache));
@@ -944,7 +886,6 @@ gs_read_live_jobs(GsTeam *teams, int nteams, const GsIdMap *team_ix)
 				a_gpus,
 				a_queued;
 	bool		isnull;
-	Relation	pending_ix;
 
 	gs_scan_begin(&s, "gangs", "gangs_live_idx");
 	a_team = gs_attnum(s.heap, "team_id");
@@ -952,12 +893,12 @@ gs_read_live_jobs(GsTeam *teams, int nteams, const GsIdMap *team_ix)
 	a_workers = gs_attnum(s.heap, "workers");
 	a_gpus = gs_attnum(s.heap, "gpus");
 	a_queued = gs_attnum(s.heap, "queued_at");
-	pending_ix = gs_open_pending_index(s.heap);
 	while (gs_scan_next(&s))
 	{
 		int			st = gs_live_state(slot_getattr(s.slot, a_state, &isnull));
 		int			ti;
 		GsTeam	   *t;
+		TimestampTz q;
 
 		if (st < 0)
 			continue;
@@ -970,19 +911,10 @@ gs_read_live_jobs(GsTeam *teams, int nteams, const GsIdMap *team_ix)
 			continue;
 		gs_exact_add(&t->pending_gpus, gs_num(cache, slot_getattr(s.slot, a_gpus, &isnull)),
 					 DatumGetInt32(slot_getattr(s.slot, a_workers, &isnull)));
-		if (pending_ix == NULL)
-		{
-			TimestampTz q = DatumGetTimestampTz(slot_getattr(s.slot, a_queued, &isnull));
-
-			if (!t->has_oldest || q < t->oldest)
-				t->oldest = q;
-			t->has_oldest = true;
-		}
-	}
-	if (pending_ix != NULL)
-	{
-		gs_read_oldest(s.heap, pending_ix, s.slot, teams, nteams, a_team, a_state, a_queued);
-		index_close(pending_ix, AccessShareLock);
+		q = DatumGetTimestampTz(slot_getattr(s.slot, a_queued, &isnull));
+		if (!t->has_oldest || q < t->oldest)
+			t->oldest = q;
+		t->has_oldest = true;
 	}
 	gs_scan_end(&s);
 }
@@ -1211,7 +1143,7 @@ gs_metric_series(PG_FUNCTION_ARGS)
 	nnodes = gs_read_nodes(pools, npools, &np);
 	gs_idmap_build(&team_ix, teams, nteams, sizeof(GsTeam));
 	gs_idmap_build(&node_ix, np, nnodes, sizeof(GsNodePool));
-	gs_read_live_jobs(teams, nteams, &team_ix);
+	gs_read_live_jobs(teams, &team_ix);
 	gs_read_allocations(teams, &team_ix, pools, np, &node_ix);
 	gs_read_counters(teams, &team_ix);
 	gs_read_holds(pools, npools);

@@ -127,12 +127,6 @@ CREATE FUNCTION gangsched.round_stats(OUT rounds bigint, OUT seconds float8, OUT
                                        OUT last_seconds float8)
 RETURNS record LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'gs_round_stats_sql';
 
--- The oldest pending job of each team (gangsched_team_oldest_pending_age_seconds):
--- metric_series reads the first entry of each team here instead of every
--- pending row's queued_at (its 31st column). Submits and requeues add an
--- entry; the round's placements add none (the placed row is not pending).
-CREATE INDEX gangs_pending_idx ON gangsched.gangs (team_id, queued_at) WHERE state = 'pending';
-
 -- Every metric, one row per series, in Prometheus terms: name, type
 -- (gauge, counter, histogram), help text, labels (a JSON object of text
 -- values) and value, computed in C (src/metrics.c): one pass over each

@@ -1481,12 +1481,6 @@ SELECT r.team, r.pool, r.weight, r.nominal_gpus, r.nominal_cpus, r.nominal_mem_g
 /* (gangsched.metric_series, src/metrics.c; sql/src/75_metrics.sql)   */
 /* ================================================================== */
 
--- The oldest pending job of each team (gangsched_team_oldest_pending_age_seconds):
--- metric_series reads the first entry of each team here instead of every
--- pending row's queued_at (its 31st column). Submits and requeues add an
--- entry; the round's placements add none (the placed row is not pending).
-CREATE INDEX gangs_pending_idx ON gangsched.gangs (team_id, queued_at) WHERE state = 'pending';
-
 -- Every metric, one row per series, in Prometheus terms: name, type
 -- (gauge, counter, histogram), help text, labels (a JSON object of text
 -- values) and value, computed in C (src/metrics.c): one pass over each
