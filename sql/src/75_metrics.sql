@@ -129,171 +129,32 @@ RETURNS record LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'gs_round_stats_sql';
 
 -- Every metric, one row per series, in Prometheus terms: name, type
 -- (gauge, counter, histogram), help text, labels (a JSON object of text
--- values) and value. Analysts and operators read it (98_privileges.sql);
--- the exporter's queries (contrib/prometheus/queries.yaml) select one
--- family at a time by name, and a condition on the name skips the other
--- branches. docs/monitoring.md describes each metric.
+-- values) and value, computed in C (src/metrics.c): one pass over each
+-- table it reads (teams, pools, nodes, the live jobs, the open
+-- allocations, the counters and their deltas, the holds), in the
+-- statement's snapshot. docs/monitoring.md describes each metric;
+-- test/sql/70_metrics holds the values' definition in SQL (the view as it
+-- was written before) and checks the two agree.
+-- GPU amounts are summed exactly (as numeric) and converted to float8 once.
+-- `at` is the scheduler's clock, the worker_* arguments are
+-- gangsched.worker_status()'s columns. SECURITY DEFINER: analysts and
+-- operators may call it (98_privileges.sql), and it reads the tables as
+-- their owner.
+CREATE FUNCTION gangsched.metric_series(at timestamptz, worker_pid int, worker_wakeups bigint, worker_rounds bigint,
+                                        OUT name text, OUT type text, OUT help text, OUT labels jsonb,
+                                        OUT value float8)
+RETURNS SETOF record LANGUAGE C VOLATILE SECURITY DEFINER ROWS 400
+SET search_path = pg_catalog, gangsched, pg_temp
+AS 'MODULE_PATHNAME', 'gs_metric_series';
+
+-- The metrics view: analysts and operators read it (98_privileges.sql);
+-- the exporter's queries (contrib/prometheus/queries.yaml) select families
+-- by name. Reading it whole costs a few milliseconds on a large cluster
+-- (docs/monitoring.md#cost), each family query as much.
 CREATE VIEW gangsched.metrics AS
-WITH clock AS (SELECT gangsched.now() AS now),
--- the oldest heartbeat's age is the largest age (one date_part per group,
--- not per node)
-node_pool AS (
-    SELECT p.id AS pool_id, p.name AS pool, n.state, count(n.id) AS nodes, COALESCE(sum(n.gpus), 0) AS gpus,
-           date_part('epoch', c.now - min(n.heartbeat_at) FILTER (WHERE n.state <> 'down')) AS heartbeat_age
-      FROM gangsched.pools p CROSS JOIN clock c
-      LEFT JOIN gangsched.nodes n ON n.pool_id = p.id
-     GROUP BY p.id, p.name, n.state, c.now),
--- the current allocations joined to their nodes' pools and summed once
--- per (team, pool): numeric sums, cast once per group (a cast of every
--- allocation's numeric gpus to float8 costs more than the numeric sum)
-held AS (
-    SELECT a.team_id, n.pool_id, sum(a.gpus)::float8 AS gpus,
-           (sum(a.gpus) FILTER (WHERE a.borrowed))::float8 AS borrowed
-      FROM gangsched.allocations a JOIN gangsched.nodes n ON n.id = a.node_id
-     WHERE upper_inf(a.during)
-     GROUP BY a.team_id, n.pool_id),
-live AS (
-    SELECT g.team_id, g.state, count(*) AS jobs, sum(g.workers * g.f_gpus) AS gpus, min(g.queued_at) AS oldest
-      FROM gangsched.gangs g
-     WHERE g.state IN ('pending', 'nominated', 'placed', 'running', 'preempting')
-     GROUP BY g.team_id, g.state),
-counted AS (
-    SELECT s.name, s.team_id, s.label, sum(s.value) AS value
-      FROM (SELECT name, team_id, label, value FROM gangsched.metric_counters
-            UNION ALL
-            SELECT name, team_id, label, value FROM gangsched.metric_deltas) s
-     GROUP BY 1, 2, 3),
-team AS (SELECT 0 AS id, '' AS name UNION ALL SELECT t.id, t.name FROM gangsched.teams t),
-rounds AS (SELECT r.*, w.pid, w.wakeups, w.rounds AS worker_rounds
-             FROM gangsched.round_stats() r, gangsched.worker_status() w)
--- pools
-SELECT 'gangsched_pool_gpus'::text AS name, 'gauge'::text AS type,
-       'GPUs on the registered nodes of the pool, whatever their state.'::text AS help,
-       jsonb_build_object('pool', np.pool) AS labels, sum(np.gpus)::float8 AS value
-  FROM node_pool np GROUP BY np.pool
-UNION ALL
-SELECT 'gangsched_pool_gpus_unavailable', 'gauge',
-       'GPUs on nodes of the pool that are draining or down.',
-       jsonb_build_object('pool', np.pool), COALESCE(sum(np.gpus) FILTER (WHERE np.state <> 'up'), 0)::float8
-  FROM node_pool np GROUP BY np.pool
-UNION ALL
-SELECT 'gangsched_pool_gpus_allocated', 'gauge',
-       'GPUs held now by the workers of placed, running and preempting jobs.',
-       jsonb_build_object('pool', p.name), COALESCE((SELECT sum(h.gpus) FROM held h WHERE h.pool_id = p.id), 0)::float8
-  FROM gangsched.pools p
-UNION ALL
-SELECT 'gangsched_pool_gpus_borrowed', 'gauge',
-       'GPUs held now as borrowed capacity (beyond the teams'' nominal quotas).',
-       jsonb_build_object('pool', p.name), COALESCE((SELECT sum(h.borrowed) FROM held h WHERE h.pool_id = p.id), 0)::float8
-  FROM gangsched.pools p
-UNION ALL
-SELECT 'gangsched_pool_gpus_held', 'gauge',
-       'GPUs kept for nominated jobs while their preemption victims drain.',
-       jsonb_build_object('pool', p.name),
-       COALESCE((SELECT sum(g.gpus) FROM gangsched.holds x JOIN gangsched.gangs g ON g.id = x.job
-                   JOIN gangsched.nodes n ON n.id = x.node_id WHERE n.pool_id = p.id), 0)::float8
-  FROM gangsched.pools p
-UNION ALL
-SELECT 'gangsched_pool_heartbeat_age_max_seconds', 'gauge',
-       'Seconds since the least recent agent heartbeat among the pool''s nodes that are not down (absent when none has sent one).',
-       jsonb_build_object('pool', np.pool), max(np.heartbeat_age)::float8
-  FROM node_pool np GROUP BY np.pool HAVING max(np.heartbeat_age) IS NOT NULL
-UNION ALL
-SELECT 'gangsched_nodes', 'gauge', 'Nodes of the pool by state (up, draining, down).',
-       jsonb_build_object('pool', np.pool, 'state', s.state),
-       COALESCE((SELECT x.nodes FROM node_pool x WHERE x.pool_id = np.pool_id AND x.state = s.state), 0)::float8
-  FROM (SELECT DISTINCT pool_id, pool FROM node_pool) np CROSS JOIN (VALUES ('up'), ('draining'), ('down')) s(state)
--- jobs and teams
-UNION ALL
-SELECT 'gangsched_jobs_live', 'gauge', 'Jobs by team and live state (pending, nominated, placed, running, preempting).',
-       jsonb_build_object('team', t.name, 'state', s.state),
-       COALESCE((SELECT l.jobs FROM live l WHERE l.team_id = t.id AND l.state = s.state), 0)::float8
-  FROM gangsched.teams t
- CROSS JOIN (VALUES ('pending'), ('nominated'), ('placed'), ('running'), ('preempting')) s(state)
-UNION ALL
-SELECT 'gangsched_jobs_ended_total', 'counter', 'Jobs that ended, by team and final state (finished, failed, cancelled, expired).',
-       jsonb_build_object('team', t.name, 'state', s.state),
-       COALESCE((SELECT c.value FROM counted c WHERE c.name = 'jobs_ended' AND c.team_id = t.id AND c.label = s.state), 0)
-  FROM gangsched.teams t
- CROSS JOIN (VALUES ('finished'), ('failed'), ('cancelled'), ('expired')) s(state)
-UNION ALL
-SELECT 'gangsched_team_pending_jobs', 'gauge', 'Jobs of the team waiting in the queue (state pending).',
-       jsonb_build_object('team', t.name),
-       COALESCE((SELECT l.jobs FROM live l WHERE l.team_id = t.id AND l.state = 'pending'), 0)::float8
-  FROM gangsched.teams t
-UNION ALL
-SELECT 'gangsched_team_pending_gpus', 'gauge', 'GPUs the team''s pending jobs ask for (workers times GPUs per worker).',
-       jsonb_build_object('team', t.name),
-       COALESCE((SELECT l.gpus FROM live l WHERE l.team_id = t.id AND l.state = 'pending'), 0)::float8
-  FROM gangsched.teams t
-UNION ALL
-SELECT 'gangsched_team_oldest_pending_age_seconds', 'gauge',
-       'Seconds the team''s longest-waiting pending job has been in the queue since it last entered it (0 when none waits).',
-       jsonb_build_object('team', t.name),
-       COALESCE((SELECT date_part('epoch', c.now - l.oldest) FROM live l WHERE l.team_id = t.id AND l.state = 'pending'), 0)::float8
-  FROM gangsched.teams t CROSS JOIN clock c
-UNION ALL
-SELECT 'gangsched_team_gpus_allocated', 'gauge', 'GPUs the team''s jobs hold now, in every pool.',
-       jsonb_build_object('team', t.name), COALESCE((SELECT sum(h.gpus) FROM held h WHERE h.team_id = t.id), 0)::float8
-  FROM gangsched.teams t
-UNION ALL
-SELECT 'gangsched_team_gpus_borrowed', 'gauge', 'GPUs the team''s jobs hold now as borrowed capacity.',
-       jsonb_build_object('team', t.name), COALESCE((SELECT sum(h.borrowed) FROM held h WHERE h.team_id = t.id), 0)::float8
-  FROM gangsched.teams t
-UNION ALL
-SELECT 'gangsched_team_' || m.name || '_total', 'counter', m.help, jsonb_build_object('team', t.name),
-       COALESCE((SELECT c.value FROM counted c WHERE c.name = m.name AND c.team_id = t.id AND c.label = ''), 0)
-  FROM gangsched.teams t
- CROSS JOIN (VALUES
-    ('jobs_submitted', 'Jobs the team submitted (admitted).'),
-    ('jobs_placed', 'Placements of the team''s jobs (a requeued job placed again counts again).'),
-    ('preemptions', 'Times the team''s jobs were told to stop for a preemptor.'),
-    ('kills', 'Preempted jobs of the team killed at their grace deadline.'),
-    ('requeues', 'Times the team''s jobs went back to the queue (preempted, killed, not started in time, node down).'),
-    ('lost_gpu_seconds', 'GPU-seconds of work the team''s requeued jobs lost since their last checkpoint.')) m(name, help)
--- queue wait: a histogram of the waits of placements (since the job last
--- entered the queue); histogram_quantile() over rate() gives a window's p95
-UNION ALL
-SELECT 'gangsched_queue_wait_seconds_bucket', 'histogram',
-       'Placements of the team''s jobs that had waited at most `le` seconds in the queue.',
-       jsonb_build_object('team', t.name, 'le', b.le),
-       (SELECT COALESCE(sum(c.value), 0) FROM counted c
-         WHERE c.name = 'queue_wait_bucket' AND c.team_id = t.id
-           AND (b.le = '+Inf' OR (c.label <> '+Inf' AND c.label::float8 <= b.le::float8)))
-  FROM gangsched.teams t
- CROSS JOIN (SELECT x::text FROM unnest(gangsched.queue_wait_buckets()) x UNION ALL SELECT '+Inf') b(le)
-UNION ALL
-SELECT 'gangsched_queue_wait_seconds_sum', 'histogram', 'Summed queue waits of the team''s placements, seconds.',
-       jsonb_build_object('team', t.name),
-       COALESCE((SELECT c.value FROM counted c WHERE c.name = 'queue_wait_seconds' AND c.team_id = t.id AND c.label = ''), 0)
-  FROM gangsched.teams t
-UNION ALL
-SELECT 'gangsched_queue_wait_seconds_count', 'histogram', 'Placements of the team''s jobs.',
-       jsonb_build_object('team', t.name),
-       COALESCE((SELECT c.value FROM counted c WHERE c.name = 'jobs_placed' AND c.team_id = t.id AND c.label = ''), 0)
-  FROM gangsched.teams t
--- rounds and the worker
-UNION ALL
-SELECT 'gangsched_round_duration_seconds_count', 'counter', 'Rounds that ran since the server started (worker, pg_cron or by hand).',
-       '{}'::jsonb, r.rounds::float8 FROM rounds r WHERE r.rounds IS NOT NULL
-UNION ALL
-SELECT 'gangsched_round_duration_seconds_sum', 'counter', 'Summed duration of those rounds, seconds.',
-       '{}'::jsonb, r.seconds FROM rounds r WHERE r.seconds IS NOT NULL
-UNION ALL
-SELECT 'gangsched_round_last_duration_seconds', 'gauge', 'Duration of the last round, seconds.',
-       '{}'::jsonb, r.last_seconds FROM rounds r WHERE r.last_end IS NOT NULL
-UNION ALL
-SELECT 'gangsched_round_last_age_seconds', 'gauge', 'Seconds since the last round ended (on the scheduler''s clock).',
-       '{}'::jsonb, date_part('epoch', c.now - r.last_end) FROM rounds r CROSS JOIN clock c WHERE r.last_end IS NOT NULL
-UNION ALL
-SELECT 'gangsched_worker_up', 'gauge', '1 when the background worker runs, 0 when not.',
-       '{}'::jsonb, (r.pid IS NOT NULL)::int::float8 FROM rounds r
-UNION ALL
-SELECT 'gangsched_worker_rounds_total', 'counter', 'Rounds the background worker ran since the server started.',
-       '{}'::jsonb, r.worker_rounds::float8 FROM rounds r WHERE r.worker_rounds IS NOT NULL
-UNION ALL
-SELECT 'gangsched_worker_wakeups_total', 'counter', 'Commits that asked the worker for a round since the server started.',
-       '{}'::jsonb, r.wakeups::float8 FROM rounds r WHERE r.wakeups IS NOT NULL;
+SELECT m.name, m.type, m.help, m.labels, m.value
+  FROM gangsched.worker_status() w,
+       gangsched.metric_series(gangsched.now(), w.pid, w.wakeups, w.rounds) m;
 
 -- check_invariants() is too costly for every scrape (tens of milliseconds
 -- on a large cluster): the exporter asks for this separately, at a low

@@ -60,6 +60,7 @@ BEGIN
             -- the metrics view calls these with the reader's privileges;
             -- the exporter's invariant check (75_metrics.sql)
             ('round_stats', 'gangsched_operator, gangsched_analyst'),
+            ('metric_series', 'gangsched_operator, gangsched_analyst'),
             ('queue_wait_buckets', 'gangsched_operator, gangsched_analyst'),
             ('worker_status', 'gangsched_operator, gangsched_analyst'),
             ('invariant_violations', 'gangsched_operator, gangsched_analyst'),

@@ -1474,3 +1474,38 @@ SELECT r.team, r.pool, r.weight, r.nominal_gpus, r.nominal_cpus, r.nominal_mem_g
   FROM rows r CROSS JOIN cap JOIN pool_lent pl ON pl.pool_id = r.pool_id
   LEFT JOIN team_held th ON th.team_id = r.team_id
  ORDER BY r.pool, r.team;
+
+/* ================================================================== */
+/* Issue 18, the metrics' read cost (branch metrics): the view is     */
+/* computed in C, one pass over each table it reads                   */
+/* (gangsched.metric_series, src/metrics.c; sql/src/75_metrics.sql)   */
+/* ================================================================== */
+
+-- Every metric, one row per series, in Prometheus terms: name, type
+-- (gauge, counter, histogram), help text, labels (a JSON object of text
+-- values) and value, computed in C (src/metrics.c): one pass over each
+-- table it reads (teams, pools, nodes, the live jobs, the open
+-- allocations, the counters and their deltas, the holds), in the
+-- statement's snapshot. docs/monitoring.md describes each metric;
+-- test/sql/70_metrics holds the values' definition in SQL (the view as it
+-- was written before) and checks the two agree.
+-- GPU amounts are summed exactly (as numeric) and converted to float8 once.
+-- `at` is the scheduler's clock, the worker_* arguments are
+-- gangsched.worker_status()'s columns. SECURITY DEFINER: analysts and
+-- operators may call it (98_privileges.sql), and it reads the tables as
+-- their owner.
+CREATE FUNCTION gangsched.metric_series(at timestamptz, worker_pid int, worker_wakeups bigint, worker_rounds bigint,
+                                        OUT name text, OUT type text, OUT help text, OUT labels jsonb,
+                                        OUT value float8)
+RETURNS SETOF record LANGUAGE C VOLATILE SECURITY DEFINER ROWS 400
+SET search_path = pg_catalog, gangsched, pg_temp
+AS 'MODULE_PATHNAME', 'gs_metric_series';
+
+-- The metrics view: analysts and operators read it (98_privileges.sql);
+-- the exporter's queries (contrib/prometheus/queries.yaml) select families
+-- by name. Reading it whole costs a few milliseconds on a large cluster
+-- (docs/monitoring.md#cost), each family query as much.
+CREATE OR REPLACE VIEW gangsched.metrics AS
+SELECT m.name, m.type, m.help, m.labels, m.value
+  FROM gangsched.worker_status() w,
+       gangsched.metric_series(gangsched.now(), w.pid, w.wakeups, w.rounds) m;
