@@ -720,10 +720,11 @@ SQL
     done <<<"$entries"
   done
   deltas1=$(sql1 "$db" "SELECT count(*) FROM gangsched.metric_deltas")
-  # how the live jobs were read (an index-only scan where the index covers it)
+  # how the live jobs were read: the SQL view's plan shows a scan of gangs;
+  # the C pass (gangsched.metric_series, src/metrics.c) reads gangs itself
   local live_scan
   live_scan=$(psql_ -At -d "$db" -c "EXPLAIN SELECT * FROM gangsched.metrics WHERE name = 'gangsched_jobs_live'" \
-              | grep -o -m1 -E '(Index Only Scan|Seq Scan|Bitmap Heap Scan|Index Scan) (using [a-z_]+ )?on gangs\b' || echo unknown)
+              | grep -o -m1 -E '(Index Only Scan|Seq Scan|Bitmap Heap Scan|Index Scan) (using [a-z_]+ )?on gangs\b|Function Scan on metric_series' || echo unknown)
   json+=",\"live_jobs_scan\":$(jstr "$live_scan")"
   log "metrics: $(echo "$json" | tr ',' ' ')"
   emit "$(printf '{"bench":"metrics_read","nodes":%s,"gpus":%s,"pending":%s,"rows":%s,"deltas_unfolded":%s,"deltas_folded":%s,"reps":%s%s,"settings":%s}' \
