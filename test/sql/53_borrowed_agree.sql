@@ -116,9 +116,9 @@ SELECT count(*) AS states FROM (SELECT pg_temp.bw_state(s) FROM generate_series(
 -- the round and _beyond_nominal disagree: no rows
 SELECT state, k, team, pool, demand, used, borrowed, rule FROM bw_checks WHERE borrowed IS DISTINCT FROM rule
  ORDER BY state, k;
--- both outcomes occur
-SELECT count(*) > 100 AS many_placed, count(*) FILTER (WHERE borrowed) > 20 AS some_borrowed,
-       count(*) FILTER (WHERE NOT borrowed) > 20 AS some_guaranteed
+-- both outcomes occur, often
+SELECT count(*) AS placed, count(*) FILTER (WHERE borrowed) AS borrowed,
+       count(*) FILTER (WHERE NOT borrowed) AS guaranteed
   FROM bw_checks;
 
 SELECT * FROM gangsched.check_invariants();
