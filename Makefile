@@ -19,6 +19,8 @@ PREV_VERSION = 0.1
 UPGRADE_SQL = sql/$(EXTENSION)--$(PREV_VERSION)--$(EXTVERSION).sql
 DATA_built = $(INSTALL_SQL) $(UPGRADE_SQL)
 DATA = $(filter-out $(DATA_built),$(wildcard sql/$(EXTENSION)--*.sql))
+# the released versions' own control files (their requirements as released)
+DATA += $(wildcard sql/$(EXTENSION)--*.control)
 
 
 # -Wno-unused-parameter: PG_FUNCTION_ARGS and hooks carry parameters we may ignore,

@@ -10,6 +10,7 @@
 
 #include "access/xact.h"
 
+#include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
@@ -111,6 +112,17 @@ gs_now(void)
 		return ts;
 	/* the clock rule (docs/concepts.md): the time of reading, not of BEGIN */
 	return GetCurrentTimestamp();
+}
+
+/*
+ * gangsched.now(): the same clock for SQL (sql/src/20_helpers.sql), so that
+ * the rounds and every SQL function read one implementation of it.
+ */
+PG_FUNCTION_INFO_V1(gs_now_sql);
+Datum
+gs_now_sql(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_TIMESTAMPTZ(gs_now());
 }
 
 /* gangsched.las_thresholds: parsed once here, used by every round */

@@ -30,7 +30,11 @@
 #define GS_EPS			1e-9
 #define GS_SHARE_EPS	1e-12
 #define GS_COST_EPS		1e-6
-#define GS_SLOTS_PER_DEVICE 8	/* slot = device * 8 + slice */
+/*
+ * A device slice's slot in gangsched.held_slots: device * 8 + slice. The SQL
+ * side's one home of the encoding is gangsched._slots() (sql/src/20_helpers.sql).
+ */
+#define GS_SLOTS_PER_DEVICE 8
 
 /* Resources, in this order, wherever a [GS_NRES] array appears. */
 #define GS_NRES 4

@@ -9,9 +9,8 @@
 --
 -- The story: an operator registers a small GPU cluster, teams get quotas,
 -- a job portal submits gangs of different shapes, and submit refuses the
--- jobs that could never run, each with its own SQLSTATE. When this build
--- has the scheduling round (gangsched.run_round()), the last part runs one
--- and shows where the gangs landed.
+-- jobs that could never run, each with its own SQLSTATE; then a
+-- scheduling round shows where the gangs landed.
 
 \set ON_ERROR_STOP 0
 \pset null '-'
@@ -259,15 +258,11 @@ SELECT * FROM gangsched.check_invariants();
 \pset footer off
 
 -- ---------------------------------------------------------------------
--- SCHEDULING ROUNDS. gangsched.run_round() arrives with the placement
--- engine; this part runs only in builds that have it, so the demo works
--- before and after.
+-- SCHEDULING ROUNDS.
 -- ---------------------------------------------------------------------
-SELECT to_regprocedure('gangsched.run_round()') IS NOT NULL AS has_run_round \gset
 \echo
 \echo '== 6. A scheduling round'
 \echo
-\if :has_run_round
 \echo 'SELECT * FROM gangsched.run_round();'
 \x on
 SELECT * FROM gangsched.run_round();
@@ -292,14 +287,11 @@ SELECT job, team, name, state, workers, gpus, borrowed, reason
   FROM gangsched.jobs
  ORDER BY job;
 
-SELECT to_regprocedure('gangsched.why_pending(bigint)') IS NOT NULL AS has_why_pending \gset
-\if :has_why_pending
 \echo 'Why the jobs still pending wait (gangsched.why_pending):'
 SELECT j.job, j.name, w.*
   FROM gangsched.jobs j, LATERAL gangsched.why_pending(j.job) AS w
  WHERE j.state = 'pending'
  ORDER BY j.job;
-\endif
 
 \echo
 \echo '== 7. Node agents report back'
@@ -351,11 +343,6 @@ SELECT a.job, j.name, n.name AS node, count(*) AS workers,
 \pset footer on
 SELECT * FROM gangsched.check_invariants();
 \pset footer off
-\else
-\echo 'This build has no gangsched.run_round() yet: the scheduling round and'
-\echo 'the placement engine come next (see docs/concepts.md). The jobs above'
-\echo 'stay pending until then.'
-\endif
 
 \echo
 \echo '== The end. The cluster is still running; look around with psql:'

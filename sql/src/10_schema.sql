@@ -216,7 +216,8 @@ CREATE INDEX allocations_job_idx ON gangsched.allocations (job);
 CREATE INDEX allocations_current_idx ON gangsched.allocations (node_id)
     WHERE upper_inf(during);
 
--- What is held now, one row per device slice: slot = device * 8 + slice.
+-- What is held now, one row per device slice: slot = device * 8 + slice
+-- (gangsched._slots() in SQL, GS_SLOTS_PER_DEVICE in src/model.h).
 -- The primary key is invariant 1, enforced by the database.
 CREATE TABLE gangsched.held_slots (
     node_id   int NOT NULL,

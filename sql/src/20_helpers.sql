@@ -10,11 +10,24 @@
 -- release or the placement it acted on (the clock rule, docs/concepts.md).
 -- Callers take it once per decision, after the statement that read what
 -- the decision acts on. STABLE, so that a statement may use it in index
--- conditions; successive calls may return later times.
+-- conditions; successive calls may return later times. The rounds' clock
+-- is the same C function, gs_now() in src/guc.c: one implementation.
 CREATE FUNCTION gangsched.now() RETURNS timestamptz
-LANGUAGE sql STABLE PARALLEL SAFE AS $$
-    SELECT COALESCE(NULLIF(pg_catalog.current_setting('gangsched.clock_override', true), '')::pg_catalog.timestamptz,
-                    pg_catalog.clock_timestamp())
+LANGUAGE C STABLE PARALLEL SAFE AS 'MODULE_PATHNAME', 'gs_now_sql';
+
+-- The device slices of an allocation or a hold, one row each: the device
+-- and its slot, slot = device * 8 + slice, the numbering of
+-- gangsched.held_slots. The one home of that encoding in SQL; the C side's
+-- is GS_SLOTS_PER_DEVICE (src/model.h). A set-returning SQL function that
+-- is neither STRICT nor VOLATILE nor SECURITY DEFINER, with no SET clause
+-- (internal: 99_search_path.sql gives it none): the planner inlines it into
+-- the calling query, so `FROM t, gangsched._slots(t.devices, t.first_slice,
+-- t.slices) s` plans as the unnest and generate_series it stands for.
+CREATE FUNCTION gangsched._slots(devices int[], first_slice int, slices int)
+RETURNS TABLE (device int, slot int)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT d.d, d.d * 8 + s.s
+      FROM pg_catalog.unnest(devices) d(d), pg_catalog.generate_series(first_slice, first_slice + slices - 1) s(s)
 $$;
 
 -- Number of named topology levels (the node is one deeper).

@@ -164,24 +164,6 @@ BEGIN
     RETURN n;
 END $$;
 
--- Put a live job back in the queue at its old position.
-CREATE FUNCTION gangsched._requeue(job_id bigint, why text, agent_event text DEFAULT 'kill') RETURNS void
-LANGUAGE plpgsql AS $$
-DECLARE
-    j gangsched.gangs;
-BEGIN
-    SELECT * INTO j FROM gangsched.gangs WHERE id = job_id FOR UPDATE;
-    PERFORM gangsched._end_allocations(ARRAY[job_id], why, agent_event);
-    DELETE FROM gangsched.holds WHERE job = job_id;
-    UPDATE gangsched.gangs
-       SET state = 'pending', placed_at = NULL, started_at = NULL, started_nodes = '{}', borrowed = false,
-           preempt_deadline = NULL, preempted_for = NULL, requeues = requeues + 1, queued_at = gangsched.now(),
-           lost_gpu_seconds = lost_gpu_seconds + gangsched._lost_gpu_seconds(j), reason = why
-     WHERE id = job_id;
-    PERFORM gangsched._event('requeued', job_id, NULL, j.team_id, why,
-                             jsonb_build_object('from', j.state, 'lost_gpu_seconds', round(gangsched._lost_gpu_seconds(j), 3)));
-END $$;
-
 CREATE FUNCTION gangsched.cancel(job bigint) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -215,8 +197,8 @@ END $$;
 CREATE FUNCTION gangsched.set_node_state(name text, state text) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
-    n   gangsched.nodes;
-    jid bigint;
+    n    gangsched.nodes;
+    jobs bigint[];
 BEGIN
     PERFORM gangsched._require_operator('change a node''s state');
     n := gangsched._node(name);
@@ -243,15 +225,15 @@ BEGIN
     PERFORM gangsched._event('node_state', NULL, n.id, NULL, format('%s -> %s', n.state, state),
                              jsonb_build_object('node', name));
     IF state = 'down' THEN
-        FOR jid IN
-            SELECT DISTINCT a.job FROM gangsched.allocations a
-             WHERE a.node_id = n.id AND upper_inf(a.during)
-            UNION
-            SELECT DISTINCT h.job FROM gangsched.holds h WHERE h.node_id = n.id
-            ORDER BY 1
-        LOOP
-            PERFORM gangsched._requeue(jid, format('node %s went down', name));
-        END LOOP;
+        -- its jobs, and those holding capacity on it, locked in id order
+        SELECT array_agg(l.id ORDER BY l.id) INTO jobs
+          FROM (SELECT g.id FROM gangsched.gangs g
+                 WHERE g.id IN (SELECT a.job FROM gangsched.allocations a
+                                 WHERE a.node_id = n.id AND upper_inf(a.during)
+                                UNION
+                                SELECT h.job FROM gangsched.holds h WHERE h.node_id = n.id)
+                 ORDER BY g.id FOR UPDATE) l;
+        PERFORM gangsched._requeue_many(jobs, format('node %s went down', name));
     END IF;
     PERFORM gangsched._wake();
 END $$;

@@ -39,3 +39,22 @@ SELECT q.team_id, q.pool_id, q.gpus, e.cpus, e.mem_gb, q.net_gbps,
               CASE WHEN q.mem_gb = 'Infinity'::numeric THEN NULL
                    WHEN q.mem_gb IS NOT NULL THEN q.mem_gb
                    WHEN pt.gpus > 0 THEN pg_catalog.trim_scale(q.gpus * pt.mem_gb / pt.gpus) END AS mem_gb) e;
+
+-- The "borrowed" rule: work of a team in a pool is borrowed (beyond its
+-- nominal quota) unless the team has a quota there and, for every resource
+-- the quota governs, what the team uses there plus the work's demand stays
+-- within the nominal amount. demand and used are [GPUs, CPUs, GB of memory,
+-- Gbit/s]. The rounds apply the same rule in C (within_nominal() and
+-- gs_beyond_nominal() in src/fair.c, over the quotas of this view, with the
+-- team's allocations and held capacity as its use);
+-- test/sql/53_borrowed_agree.sql proves that the two agree.
+CREATE FUNCTION gangsched._beyond_nominal(team_id int, pool_id int, demand numeric[], used numeric[]) RETURNS bool
+LANGUAGE sql STABLE AS $$
+    SELECT NOT COALESCE((
+        SELECT q.gpus >= used[1] + demand[1]
+               AND (q.cpus IS NULL OR q.cpus >= used[2] + demand[2])
+               AND (q.mem_gb IS NULL OR q.mem_gb >= used[3] + demand[3])
+               AND (q.net_gbps IS NULL OR q.net_gbps >= used[4] + demand[4])
+          FROM gangsched._effective_quotas q
+         WHERE q.team_id = _beyond_nominal.team_id AND q.pool_id = _beyond_nominal.pool_id), false)
+$$;

@@ -5,6 +5,9 @@
 -- Put live jobs back in the queue at their old positions, set-based: end
 -- their allocations (history kept), drop capacity held for them, count the
 -- work lost since their last checkpoint. Returns how many were requeued.
+-- The one requeue: rounds (start timeouts, src/round.c), kills at the grace
+-- deadline, releases and a node going down all call it; each 'requeued'
+-- event says the state the job left and the work it lost.
 CREATE FUNCTION gangsched._requeue_many(jobs bigint[], why text, agent_event text DEFAULT 'kill',
                                         at timestamptz DEFAULT NULL) RETURNS int
 LANGUAGE plpgsql AS $$
@@ -20,7 +23,7 @@ BEGIN
     -- the work lost is computed from the rows as they were: RETURNING sees
     -- the updated row, whose started_at is already cleared
     WITH o AS (
-        SELECT g.id, gangsched._lost_gpu_seconds(g, t) AS lost FROM gangsched.gangs g
+        SELECT g.id, g.state, gangsched._lost_gpu_seconds(g, t) AS lost FROM gangsched.gangs g
          WHERE g.id = ANY (jobs) AND g.state IN ('nominated', 'placed', 'running', 'preempting')),
     r AS (
         UPDATE gangsched.gangs g
@@ -31,9 +34,9 @@ BEGIN
                lost_gpu_seconds = g.lost_gpu_seconds + o.lost, reason = why
           FROM o
          WHERE g.id = o.id
-        RETURNING g.id, g.team_id, o.lost)
+        RETURNING g.id, g.team_id, o.state, o.lost)
     INSERT INTO gangsched.events (at, kind, job, team_id, reason, detail)
-    SELECT t, 'requeued', r.id, r.team_id, why, jsonb_build_object('lost_gpu_seconds', round(r.lost, 3))
+    SELECT t, 'requeued', r.id, r.team_id, why, jsonb_build_object('from', r.state, 'lost_gpu_seconds', round(r.lost, 3))
       FROM r;
     GET DIAGNOSTICS n = ROW_COUNT;
     RETURN n;

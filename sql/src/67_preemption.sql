@@ -9,7 +9,7 @@
 -- Whether a preemptor runs as guaranteed or borrowed work is settled here,
 -- now that its victims are gone: its team's current use in the pool plus
 -- the gang, against the team's nominal quota there (every governed
--- resource). The round decided it while the victims still held their
+-- resource: gangsched._beyond_nominal, the rule the rounds apply). The round decided it while the victims still held their
 -- capacity, which makes a priority preemptor look beyond its team's quota
 -- when the swap keeps the team within it.
 CREATE FUNCTION gangsched._place_ready_nominated(only_job bigint DEFAULT NULL) RETURNS int
@@ -28,9 +28,8 @@ BEGIN
      WHERE g.state = 'nominated' AND (only_job IS NULL OR g.id = only_job)
        AND NOT EXISTS (SELECT FROM gangsched.gangs v WHERE v.preempted_for = g.id AND v.state = 'preempting')
        AND NOT EXISTS (SELECT FROM gangsched.holds h
-                         CROSS JOIN LATERAL unnest(h.devices) d(device)
-                         CROSS JOIN LATERAL generate_series(h.first_slice, h.first_slice + h.slices - 1) s(slice)
-                         JOIN gangsched.held_slots hs ON hs.node_id = h.node_id AND hs.slot = d.device * 8 + s.slice
+                         CROSS JOIN LATERAL gangsched._slots(h.devices, h.first_slice, h.slices) s
+                         JOIN gangsched.held_slots hs ON hs.node_id = h.node_id AND hs.slot = s.slot
                         WHERE h.job = g.id);
     IF ready IS NULL THEN
         RETURN 0;
@@ -52,20 +51,15 @@ BEGIN
     -- one job at a time, so that a team's second preemptor counts the first
     FOREACH jid IN ARRAY ready LOOP
         UPDATE gangsched.gangs g
-           SET borrowed = NOT COALESCE((
-                   SELECT q.gpus >= u.gpus + g.workers * g.gpus
-                          AND (q.cpus IS NULL OR q.cpus >= u.cpus + g.workers * g.cpus)
-                          AND (q.mem_gb IS NULL OR q.mem_gb >= u.mem_gb + g.workers * g.mem_gb)
-                          AND (q.net_gbps IS NULL OR q.net_gbps >= u.net_gbps + g.workers * g.net_gbps)
-                     FROM gangsched._effective_quotas q
-                     CROSS JOIN LATERAL (
-                          SELECT COALESCE(sum(a.gpus), 0) AS gpus, COALESCE(sum(a.cpus), 0) AS cpus,
-                                 COALESCE(sum(a.mem_gb), 0) AS mem_gb, COALESCE(sum(a.net_gbps), 0) AS net_gbps
-                            FROM gangsched.allocations a JOIN gangsched.nodes n ON n.id = a.node_id
-                           WHERE upper_inf(a.during) AND a.team_id = g.team_id AND n.pool_id = q.pool_id) u
-                    WHERE q.team_id = g.team_id
-                      AND q.pool_id = (SELECT n.pool_id FROM gangsched.holds h JOIN gangsched.nodes n ON n.id = h.node_id
-                                        WHERE h.job = g.id LIMIT 1)), false)
+           SET borrowed = gangsched._beyond_nominal(
+                   g.team_id, p.pool_id,
+                   ARRAY[g.workers * g.gpus, g.workers * g.cpus, g.workers * g.mem_gb, g.workers * g.net_gbps],
+                   (SELECT ARRAY[COALESCE(sum(a.gpus), 0), COALESCE(sum(a.cpus), 0),
+                                 COALESCE(sum(a.mem_gb), 0), COALESCE(sum(a.net_gbps), 0)]
+                      FROM gangsched.allocations a JOIN gangsched.nodes n ON n.id = a.node_id
+                     WHERE upper_inf(a.during) AND a.team_id = g.team_id AND n.pool_id = p.pool_id))
+          FROM (SELECT (SELECT n.pool_id FROM gangsched.holds h JOIN gangsched.nodes n ON n.id = h.node_id
+                         WHERE h.job = jid LIMIT 1) AS pool_id) p
          WHERE g.id = jid;
         INSERT INTO gangsched.allocations (job, worker, node_id, team_id, devices, first_slice, slices, gpus, cpus,
                                            mem_gb, net_gbps, borrowed, during)
@@ -75,8 +69,8 @@ BEGIN
          WHERE h.job = jid;
     END LOOP;
     INSERT INTO gangsched.held_slots (node_id, slot, job, worker)
-    SELECT h.node_id, d * 8 + s, h.job, h.worker
-      FROM gangsched.holds h, unnest(h.devices) d, generate_series(h.first_slice, h.first_slice + h.slices - 1) s
+    SELECT h.node_id, s.slot, h.job, h.worker
+      FROM gangsched.holds h, gangsched._slots(h.devices, h.first_slice, h.slices) s
      WHERE h.job = ANY (ready);
     PERFORM pg_notify('gangsched_node_' || x.node_id, json_build_object('event', 'start', 'job', x.job)::text)
        FROM (SELECT DISTINCT h.job, h.node_id FROM gangsched.holds h WHERE h.job = ANY (ready) ORDER BY 1, 2) x;
@@ -156,9 +150,8 @@ BEGIN
     -- rest its preemptor does not take over), placed too if it was the last
     SELECT array_agg(DISTINCT h.job ORDER BY h.job) INTO sharers
       FROM gangsched.holds h
-     CROSS JOIN LATERAL unnest(h.devices) d(device)
-     CROSS JOIN LATERAL generate_series(h.first_slice, h.first_slice + h.slices - 1) s(slice)
-      JOIN gangsched.held_slots hs ON hs.node_id = h.node_id AND hs.slot = d.device * 8 + s.slice
+     CROSS JOIN LATERAL gangsched._slots(h.devices, h.first_slice, h.slices) s
+      JOIN gangsched.held_slots hs ON hs.node_id = h.node_id AND hs.slot = s.slot
      WHERE hs.job = j.id AND h.job IS DISTINCT FROM j.preempted_for;
     IF checkpointed THEN
         UPDATE gangsched.gangs SET last_checkpoint_at = t WHERE id = j.id;

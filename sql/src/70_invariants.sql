@@ -13,11 +13,11 @@ WITH cur AS (
       FROM gangsched.allocations a JOIN gangsched.nodes n ON n.id = a.node_id
      WHERE upper_inf(a.during)),
 cur_slots AS (
-    SELECT c.job, c.worker, c.node_id, d.device, d.device * 8 + s.slice AS slot
-      FROM cur c, unnest(c.devices) d(device), generate_series(c.first_slice, c.first_slice + c.slices - 1) s(slice)),
+    SELECT c.job, c.worker, c.node_id, s.device, s.slot
+      FROM cur c, gangsched._slots(c.devices, c.first_slice, c.slices) s),
 hist_slots AS (
-    SELECT a.id, a.job, a.node_id, d.device * 8 + s.slice AS slot, a.during
-      FROM gangsched.allocations a, unnest(a.devices) d(device), generate_series(a.first_slice, a.first_slice + a.slices - 1) s(slice)),
+    SELECT a.id, a.job, a.node_id, s.slot, a.during
+      FROM gangsched.allocations a, gangsched._slots(a.devices, a.first_slice, a.slices) s),
 hist_ordered AS (
     SELECT h.*, lag(upper(h.during)) OVER w AS prev_upper, lag(h.job) OVER w AS prev_job
       FROM hist_slots h WINDOW w AS (PARTITION BY h.node_id, h.slot ORDER BY lower(h.during), upper(h.during)))
@@ -141,9 +141,8 @@ UNION ALL
 --    'nominated' event records them in waits_for)
 SELECT 5, h.job, n.name, format('slot %s held for nominated job %s is allocated to job %s (%s)', hs.slot, h.job, hs.job, v.state)
   FROM gangsched.holds h JOIN gangsched.nodes n ON n.id = h.node_id
- CROSS JOIN LATERAL unnest(h.devices) d(device)
- CROSS JOIN LATERAL generate_series(h.first_slice, h.first_slice + h.slices - 1) s(slice)
-  JOIN gangsched.held_slots hs ON hs.node_id = h.node_id AND hs.slot = d.device * 8 + s.slice
+ CROSS JOIN LATERAL gangsched._slots(h.devices, h.first_slice, h.slices) s
+  JOIN gangsched.held_slots hs ON hs.node_id = h.node_id AND hs.slot = s.slot
   JOIN gangsched.gangs v ON v.id = hs.job
  WHERE hs.job <> h.job
    AND NOT (v.state = 'preempting'
@@ -172,12 +171,11 @@ SELECT 5, h.job, NULL, format('job holds capacity but is %s', j.state)
   FROM (SELECT DISTINCT job FROM gangsched.holds) h JOIN gangsched.gangs j ON j.id = h.job
  WHERE j.state <> 'nominated'
 UNION ALL
-SELECT 5, h.job, n.name, format('two nominated jobs hold slot %s', d.device * 8 + s.slice)
+SELECT 5, h.job, n.name, format('two nominated jobs hold slot %s', s.slot)
   FROM gangsched.holds h JOIN gangsched.nodes n ON n.id = h.node_id,
-       unnest(h.devices) d(device), generate_series(h.first_slice, h.first_slice + h.slices - 1) s(slice)
- WHERE EXISTS (SELECT FROM gangsched.holds h2, unnest(h2.devices) d2(device),
-                      generate_series(h2.first_slice, h2.first_slice + h2.slices - 1) s2(slice)
-                WHERE h2.node_id = h.node_id AND h2.job < h.job AND d2.device * 8 + s2.slice = d.device * 8 + s.slice)
+       gangsched._slots(h.devices, h.first_slice, h.slices) s
+ WHERE EXISTS (SELECT FROM gangsched.holds h2, gangsched._slots(h2.devices, h2.first_slice, h2.slices) s2
+                WHERE h2.node_id = h.node_id AND h2.job < h.job AND s2.slot = s.slot)
 UNION ALL
 -- 6. inventory: each node's device rows are exactly its declared GPUs, and
 --    its equivalence class has its shape (admission reasons over classes).

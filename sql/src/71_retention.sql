@@ -181,9 +181,8 @@ BEGIN
         SELECT h.job, h.prev_job, h.node_id, h.slot, h.lo, h.prev_hi, NULL::text AS what
           FROM (SELECT x.job, x.node_id, x.slot, lower(x.during) AS lo,
                        lag(x.job) OVER w AS prev_job, lag(upper(x.during)) OVER w AS prev_hi
-                  FROM (SELECT a.job, a.node_id, d.device * 8 + s.slice AS slot, a.during
-                          FROM gangsched.allocations a, unnest(a.devices) d(device),
-                               generate_series(a.first_slice, a.first_slice + a.slices - 1) s(slice)
+                  FROM (SELECT a.job, a.node_id, s.slot, a.during
+                          FROM gangsched.allocations a, gangsched._slots(a.devices, a.first_slice, a.slices) s
                          WHERE lower(a.during) < before) x
                 WINDOW w AS (PARTITION BY x.node_id, x.slot ORDER BY lower(x.during), upper(x.during))) h
          WHERE h.prev_hi > h.lo AND (h.job IN (SELECT unnest(ids)) OR h.prev_job IN (SELECT unnest(ids)))

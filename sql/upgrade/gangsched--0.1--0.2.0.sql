@@ -1509,3 +1509,637 @@ CREATE OR REPLACE VIEW gangsched.metrics AS
 SELECT m.name, m.type, m.help, m.labels, m.value
   FROM gangsched.worker_status() w,
        gangsched.metric_series(gangsched.now(), w.pid, w.wakeups, w.rounds) m;
+
+/* ================================================================== */
+/* Issue 14, rules written once: the slot encoding (_slots), the      */
+/* clock (gangsched.now() is the rounds' C clock), the "borrowed"     */
+/* rule (_beyond_nominal), one requeue (_requeue goes), btree_gist no */
+/* longer required (the control file; ALTER EXTENSION UPDATE records  */
+/* the new requirements and leaves btree_gist installed). Functions   */
+/* replaced by earlier sections are re-synced here.                   */
+/* ================================================================== */
+
+-- The scheduler's clock: the time of the call, pg_catalog.clock_timestamp(),
+-- unless gangsched.clock_override is set (tests and trace replays run in
+-- virtual time). Not the transaction's start (pg_catalog.now()): under READ
+-- COMMITTED each statement reads rows committed after BEGIN, and a decision
+-- stamped with BEGIN's time would be recorded before the submission, the
+-- release or the placement it acted on (the clock rule, docs/concepts.md).
+-- Callers take it once per decision, after the statement that read what
+-- the decision acts on. STABLE, so that a statement may use it in index
+-- conditions; successive calls may return later times. The rounds' clock
+-- is the same C function, gs_now() in src/guc.c: one implementation.
+CREATE OR REPLACE FUNCTION gangsched.now() RETURNS timestamptz
+LANGUAGE C STABLE PARALLEL SAFE AS 'MODULE_PATHNAME', 'gs_now_sql';
+
+-- The device slices of an allocation or a hold, one row each: the device
+-- and its slot, slot = device * 8 + slice, the numbering of
+-- gangsched.held_slots. The one home of that encoding in SQL; the C side's
+-- is GS_SLOTS_PER_DEVICE (src/model.h). A set-returning SQL function that
+-- is neither STRICT nor VOLATILE nor SECURITY DEFINER, with no SET clause
+-- (internal: 99_search_path.sql gives it none): the planner inlines it into
+-- the calling query, so `FROM t, gangsched._slots(t.devices, t.first_slice,
+-- t.slices) s` plans as the unnest and generate_series it stands for.
+CREATE FUNCTION gangsched._slots(devices int[], first_slice int, slices int)
+RETURNS TABLE (device int, slot int)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT d.d, d.d * 8 + s.s
+      FROM pg_catalog.unnest(devices) d(d), pg_catalog.generate_series(first_slice, first_slice + slices - 1) s(s)
+$$;
+
+-- The "borrowed" rule: work of a team in a pool is borrowed (beyond its
+-- nominal quota) unless the team has a quota there and, for every resource
+-- the quota governs, what the team uses there plus the work's demand stays
+-- within the nominal amount. demand and used are [GPUs, CPUs, GB of memory,
+-- Gbit/s]. The rounds apply the same rule in C (within_nominal() and
+-- gs_beyond_nominal() in src/fair.c, over the quotas of this view, with the
+-- team's allocations and held capacity as its use);
+-- test/sql/53_borrowed_agree.sql proves that the two agree.
+CREATE FUNCTION gangsched._beyond_nominal(team_id int, pool_id int, demand numeric[], used numeric[]) RETURNS bool
+LANGUAGE sql STABLE AS $$
+    SELECT NOT COALESCE((
+        SELECT q.gpus >= used[1] + demand[1]
+               AND (q.cpus IS NULL OR q.cpus >= used[2] + demand[2])
+               AND (q.mem_gb IS NULL OR q.mem_gb >= used[3] + demand[3])
+               AND (q.net_gbps IS NULL OR q.net_gbps >= used[4] + demand[4])
+          FROM gangsched._effective_quotas q
+         WHERE q.team_id = _beyond_nominal.team_id AND q.pool_id = _beyond_nominal.pool_id), false)
+$$;
+
+-- Put live jobs back in the queue at their old positions, set-based: end
+-- their allocations (history kept), drop capacity held for them, count the
+-- work lost since their last checkpoint. Returns how many were requeued.
+-- The one requeue: rounds (start timeouts, src/round.c), kills at the grace
+-- deadline, releases and a node going down all call it; each 'requeued'
+-- event says the state the job left and the work it lost.
+CREATE OR REPLACE FUNCTION gangsched._requeue_many(jobs bigint[], why text, agent_event text DEFAULT 'kill',
+                                        at timestamptz DEFAULT NULL) RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+    n int;
+    t timestamptz := COALESCE(at, gangsched.now());   -- one time for the whole requeue
+BEGIN
+    IF jobs IS NULL OR cardinality(jobs) = 0 THEN
+        RETURN 0;
+    END IF;
+    PERFORM gangsched._end_allocations(jobs, why, agent_event, t);
+    DELETE FROM gangsched.holds WHERE job = ANY (jobs);
+    -- the work lost is computed from the rows as they were: RETURNING sees
+    -- the updated row, whose started_at is already cleared
+    WITH o AS (
+        SELECT g.id, g.state, gangsched._lost_gpu_seconds(g, t) AS lost FROM gangsched.gangs g
+         WHERE g.id = ANY (jobs) AND g.state IN ('nominated', 'placed', 'running', 'preempting')),
+    r AS (
+        UPDATE gangsched.gangs g
+           SET state = 'pending', placed_at = NULL, started_at = NULL, started_nodes = '{}', borrowed = false,
+               preempt_deadline = NULL, preempted_for = NULL, requeues = g.requeues + 1,
+               preemptions = g.preemptions + (g.state = 'preempting')::int,
+               queued_at = t,
+               lost_gpu_seconds = g.lost_gpu_seconds + o.lost, reason = why
+          FROM o
+         WHERE g.id = o.id
+        RETURNING g.id, g.team_id, o.state, o.lost)
+    INSERT INTO gangsched.events (at, kind, job, team_id, reason, detail)
+    SELECT t, 'requeued', r.id, r.team_id, why, jsonb_build_object('from', r.state, 'lost_gpu_seconds', round(r.lost, 3))
+      FROM r;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END $$;
+
+CREATE OR REPLACE FUNCTION gangsched.set_node_state(name text, state text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    n    gangsched.nodes;
+    jobs bigint[];
+BEGIN
+    PERFORM gangsched._require_operator('change a node''s state');
+    n := gangsched._node(name);
+    IF state IS NULL OR state NOT IN ('up', 'draining', 'down') THEN
+        RAISE EXCEPTION 'invalid node state "%"', state
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'up takes work, draining keeps its jobs but takes no new work, down requeues its jobs at once.',
+                  HINT = 'Use ''up'', ''draining'' or ''down''.';
+    END IF;
+    IF state = 'down' THEN
+        -- Take the scheduling round's lock (src/round.c: EXCLUSIVE on
+        -- gangsched.round_lock): wait for a round in progress, and keep
+        -- rounds out until this commits. Otherwise a round that placed work
+        -- on this node and has not committed, or that reads the node as up
+        -- while this is not committed, leaves work on a down node.
+        LOCK TABLE gangsched.round_lock IN EXCLUSIVE MODE;
+    END IF;
+    SELECT * INTO n FROM gangsched.nodes WHERE id = n.id FOR UPDATE;
+    IF n.state = state THEN
+        RETURN;
+    END IF;
+    UPDATE gangsched.nodes SET state = set_node_state.state, state_since = gangsched.now(), down_by_timeout = false
+     WHERE id = n.id;
+    PERFORM gangsched._event('node_state', NULL, n.id, NULL, format('%s -> %s', n.state, state),
+                             jsonb_build_object('node', name));
+    IF state = 'down' THEN
+        -- its jobs, and those holding capacity on it, locked in id order
+        SELECT array_agg(l.id ORDER BY l.id) INTO jobs
+          FROM (SELECT g.id FROM gangsched.gangs g
+                 WHERE g.id IN (SELECT a.job FROM gangsched.allocations a
+                                 WHERE a.node_id = n.id AND upper_inf(a.during)
+                                UNION
+                                SELECT h.job FROM gangsched.holds h WHERE h.node_id = n.id)
+                 ORDER BY g.id FOR UPDATE) l;
+        PERFORM gangsched._requeue_many(jobs, format('node %s went down', name));
+    END IF;
+    PERFORM gangsched._wake();
+END $$;
+
+-- set_node_state requeues through _requeue_many; nothing else called it
+DROP FUNCTION gangsched._requeue(bigint, text, text);
+
+-- Place nominated jobs whose victims have all let go, on exactly the
+-- capacity held for them (gangsched.holds), in this transaction. With a job
+-- id, only that one. Returns how many were placed.
+--
+-- Whether a preemptor runs as guaranteed or borrowed work is settled here,
+-- now that its victims are gone: its team's current use in the pool plus
+-- the gang, against the team's nominal quota there (every governed
+-- resource: gangsched._beyond_nominal, the rule the rounds apply). The round decided it while the victims still held their
+-- capacity, which makes a priority preemptor look beyond its team's quota
+-- when the swap keeps the team within it.
+CREATE OR REPLACE FUNCTION gangsched._place_ready_nominated(only_job bigint DEFAULT NULL) RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+    ready bigint[];
+    jid   bigint;
+    t     timestamptz;
+BEGIN
+    -- Ready: none of its own victims is still preempting, and no slot it
+    -- holds is still allocated (a round may let a preemptor wait for what
+    -- an earlier preemptor of the round left of its victims: those are not
+    -- its own victims).
+    SELECT array_agg(g.id ORDER BY g.id) INTO ready
+      FROM gangsched.gangs g
+     WHERE g.state = 'nominated' AND (only_job IS NULL OR g.id = only_job)
+       AND NOT EXISTS (SELECT FROM gangsched.gangs v WHERE v.preempted_for = g.id AND v.state = 'preempting')
+       AND NOT EXISTS (SELECT FROM gangsched.holds h
+                         CROSS JOIN LATERAL gangsched._slots(h.devices, h.first_slice, h.slices) s
+                         JOIN gangsched.held_slots hs ON hs.node_id = h.node_id AND hs.slot = s.slot
+                        WHERE h.job = g.id);
+    IF ready IS NULL THEN
+        RETURN 0;
+    END IF;
+    -- Lock them and keep those still nominated: a concurrent release may
+    -- have placed one, a cancel cancelled it. The state test must be in the
+    -- locking query itself: after waiting for a lock, READ COMMITTED checks
+    -- its WHERE against the row as committed, while a join would read the
+    -- version of this statement's snapshot.
+    SELECT array_agg(l.id ORDER BY l.id) INTO ready
+      FROM (SELECT g.id FROM gangsched.gangs g
+             WHERE g.id = ANY (ready) AND g.state = 'nominated'
+             ORDER BY g.id FOR UPDATE) l;
+    IF ready IS NULL THEN
+        RETURN 0;
+    END IF;
+    -- the clock rule: stamped after the locking read saw the victims' releases
+    t := gangsched.now();
+    -- one job at a time, so that a team's second preemptor counts the first
+    FOREACH jid IN ARRAY ready LOOP
+        UPDATE gangsched.gangs g
+           SET borrowed = gangsched._beyond_nominal(
+                   g.team_id, p.pool_id,
+                   ARRAY[g.workers * g.gpus, g.workers * g.cpus, g.workers * g.mem_gb, g.workers * g.net_gbps],
+                   (SELECT ARRAY[COALESCE(sum(a.gpus), 0), COALESCE(sum(a.cpus), 0),
+                                 COALESCE(sum(a.mem_gb), 0), COALESCE(sum(a.net_gbps), 0)]
+                      FROM gangsched.allocations a JOIN gangsched.nodes n ON n.id = a.node_id
+                     WHERE upper_inf(a.during) AND a.team_id = g.team_id AND n.pool_id = p.pool_id))
+          FROM (SELECT (SELECT n.pool_id FROM gangsched.holds h JOIN gangsched.nodes n ON n.id = h.node_id
+                         WHERE h.job = jid LIMIT 1) AS pool_id) p
+         WHERE g.id = jid;
+        INSERT INTO gangsched.allocations (job, worker, node_id, team_id, devices, first_slice, slices, gpus, cpus,
+                                           mem_gb, net_gbps, borrowed, during)
+        SELECT h.job, h.worker, h.node_id, g.team_id, h.devices, h.first_slice, h.slices, g.gpus, h.cpus,
+               h.mem_gb, h.net_gbps, g.borrowed, tstzrange(t, NULL)
+          FROM gangsched.holds h JOIN gangsched.gangs g ON g.id = h.job
+         WHERE h.job = jid;
+    END LOOP;
+    INSERT INTO gangsched.held_slots (node_id, slot, job, worker)
+    SELECT h.node_id, s.slot, h.job, h.worker
+      FROM gangsched.holds h, gangsched._slots(h.devices, h.first_slice, h.slices) s
+     WHERE h.job = ANY (ready);
+    PERFORM pg_notify('gangsched_node_' || x.node_id, json_build_object('event', 'start', 'job', x.job)::text)
+       FROM (SELECT DISTINCT h.job, h.node_id FROM gangsched.holds h WHERE h.job = ANY (ready) ORDER BY 1, 2) x;
+    DELETE FROM gangsched.holds WHERE job = ANY (ready);
+    -- the events and their counts for gangsched.metrics (the events
+    -- trigger leaves 'placed' to its writers: sql/src/75_metrics.sql)
+    WITH p AS (
+        UPDATE gangsched.gangs g
+           SET state = 'placed', placed_at = t, started_at = NULL, started_nodes = '{}', reason = NULL
+         WHERE g.id = ANY (ready) AND g.state = 'nominated'
+        RETURNING g.id, g.team_id, g.borrowed, g.queued_at),
+    c AS (
+        INSERT INTO gangsched.metric_deltas (name, team_id, label, value)
+        SELECT x.name, p.team_id, x.label, sum(x.value)
+          FROM p CROSS JOIN LATERAL gangsched._event_counts('placed', NULL, NULL, date_part('epoch', t - p.queued_at)) x
+         GROUP BY 1, 2, 3)
+    INSERT INTO gangsched.events (at, kind, job, team_id, reason)
+    SELECT t, 'placed', p.id, p.team_id,
+           CASE WHEN p.borrowed THEN 'placed on the capacity its victims released, as borrowed capacity'
+                ELSE 'placed on the capacity its victims released, within nominal quota' END
+      FROM p;
+    RETURN cardinality(ready);
+END $$;
+
+-- An agent reports that a preempted job let its capacity go (its workers
+-- exited). With checkpointed = true the job wrote a checkpoint as it
+-- stopped, so nothing is lost. The job goes back to pending at its old queue
+-- position; if it was the last victim its preemptor is placed at once.
+CREATE OR REPLACE FUNCTION gangsched.job_released(job bigint, checkpointed bool DEFAULT true) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    j gangsched.gangs;
+    t timestamptz;
+    sharers bigint[];
+    s bigint;
+BEGIN
+    PERFORM gangsched._require_job_agent(job, 'release');
+    j := gangsched._live_job(job, ARRAY['preempting'], 'release');
+    PERFORM gangsched._require_job_agent(job, 'release');
+    IF checkpointed IS NULL THEN
+        RAISE EXCEPTION 'checkpointed must not be null'
+            USING ERRCODE = 'null_value_not_allowed',
+                  HINT = 'Pass true if the workers wrote a checkpoint before exiting, false otherwise.';
+    END IF;
+    -- Releases of the same preemptor's victims take turns: each sees the
+    -- others' committed releases, so the last one to commit places it (two
+    -- concurrent releases would otherwise each see the other victim still
+    -- preempting, and leave it to the next round).
+    PERFORM FROM gangsched.gangs g WHERE g.id = j.preempted_for FOR UPDATE;
+    t := gangsched.now();   -- the release's one time: its checkpoint, its requeue
+    -- other nominated jobs that wait for part of this job's capacity (the
+    -- rest its preemptor does not take over), placed too if it was the last
+    SELECT array_agg(DISTINCT h.job ORDER BY h.job) INTO sharers
+      FROM gangsched.holds h
+     CROSS JOIN LATERAL gangsched._slots(h.devices, h.first_slice, h.slices) s
+      JOIN gangsched.held_slots hs ON hs.node_id = h.node_id AND hs.slot = s.slot
+     WHERE hs.job = j.id AND h.job IS DISTINCT FROM j.preempted_for;
+    IF checkpointed THEN
+        UPDATE gangsched.gangs SET last_checkpoint_at = t WHERE id = j.id;
+    END IF;
+    PERFORM gangsched._requeue_many(ARRAY[j.id],
+                                    format('preempted for job %s; released%s', j.preempted_for,
+                                           CASE WHEN checkpointed THEN ' after a checkpoint' ELSE ' without a checkpoint' END),
+                                    'kill', t);
+    IF j.preempted_for IS NOT NULL THEN
+        PERFORM gangsched._place_ready_nominated(j.preempted_for);
+    END IF;
+    FOREACH s IN ARRAY COALESCE(sharers, '{}') LOOP
+        PERFORM gangsched._place_ready_nominated(s);
+    END LOOP;
+    PERFORM gangsched._wake();
+END $$;
+
+-- One row per violation; none when healthy. Numbers as in docs/invariants.md.
+-- jit is off: the unnest/generate_series estimates make the plan look costly
+-- enough to JIT-compile (seconds) although the rows are few.
+CREATE OR REPLACE FUNCTION gangsched.check_invariants()
+RETURNS TABLE (invariant int, job bigint, node text, detail text)
+LANGUAGE sql STABLE SET jit = off AS $$
+WITH cur AS (
+    SELECT a.*, n.name AS node_name, n.topology
+      FROM gangsched.allocations a JOIN gangsched.nodes n ON n.id = a.node_id
+     WHERE upper_inf(a.during)),
+cur_slots AS (
+    SELECT c.job, c.worker, c.node_id, s.device, s.slot
+      FROM cur c, gangsched._slots(c.devices, c.first_slice, c.slices) s),
+hist_slots AS (
+    SELECT a.id, a.job, a.node_id, s.slot, a.during
+      FROM gangsched.allocations a, gangsched._slots(a.devices, a.first_slice, a.slices) s),
+hist_ordered AS (
+    SELECT h.*, lag(upper(h.during)) OVER w AS prev_upper, lag(h.job) OVER w AS prev_job
+      FROM hist_slots h WINDOW w AS (PARTITION BY h.node_id, h.slot ORDER BY lower(h.during), upper(h.during)))
+-- 1. slices: held rows match current allocations; no overlap in history;
+--    slices stay within their device.
+SELECT 1, cs.job, n.name, format('slot %s (device %s) of a current allocation is not in held_slots', cs.slot, cs.device)
+  FROM cur_slots cs JOIN gangsched.nodes n ON n.id = cs.node_id
+ WHERE NOT EXISTS (SELECT FROM gangsched.held_slots h WHERE h.node_id = cs.node_id AND h.slot = cs.slot AND h.job = cs.job AND h.worker = cs.worker)
+UNION ALL
+SELECT 1, h.job, COALESCE(n.name, '#' || h.node_id), format('held slot %s belongs to no current allocation of job %s', h.slot, h.job)
+  FROM gangsched.held_slots h LEFT JOIN gangsched.nodes n ON n.id = h.node_id
+ WHERE NOT EXISTS (SELECT FROM cur_slots cs WHERE cs.node_id = h.node_id AND cs.slot = h.slot AND cs.job = h.job AND cs.worker = h.worker)
+UNION ALL
+SELECT 1, o.job, n.name, format('device slot %s held by jobs %s and %s at overlapping times: job %s until %s, job %s from %s',
+                                o.slot, o.prev_job, o.job, o.prev_job, o.prev_upper, o.job, lower(o.during))
+  FROM hist_ordered o JOIN gangsched.nodes n ON n.id = o.node_id
+ WHERE o.prev_upper > lower(o.during)
+UNION ALL
+SELECT 1, c.job, c.node_name, CASE WHEN d.device >= n.gpus OR d.device < 0
+                                   THEN format('allocation %s uses device %s but the node has %s', c.id, d.device,
+                                               CASE WHEN n.gpus = 0 THEN 'no devices' ELSE format('devices 0..%s', n.gpus - 1) END)
+                                   ELSE format('allocation %s uses slices %s..%s of device %s, which has slices 0..%s',
+                                               c.id, c.first_slice, c.first_slice + c.slices - 1, d.device, n.gpu_slices - 1) END
+  FROM cur c JOIN gangsched.nodes n ON n.id = c.node_id, unnest(c.devices) d(device)
+ WHERE d.device >= n.gpus OR d.device < 0 OR c.first_slice < 0 OR c.first_slice + c.slices > n.gpu_slices
+UNION ALL
+-- 2. host resources not over-committed
+SELECT 2, NULL, n.name, format('node over-committed: cpus %s/%s, mem_gb %s/%s, net_gbps %s/%s',
+                               s.cpus, n.cpus, s.mem, n.mem_gb, s.net, n.net_gbps)
+  FROM (SELECT node_id, sum(cpus) cpus, sum(mem_gb) mem, sum(net_gbps) net FROM cur GROUP BY node_id) s
+  JOIN gangsched.nodes n ON n.id = s.node_id
+ WHERE s.cpus > n.cpus OR s.mem > n.mem_gb OR s.net > n.net_gbps
+UNION ALL
+-- 3. live jobs hold exactly their workers, in shape; other jobs hold nothing
+SELECT 3, j.id, NULL, format('job is %s and holds %s allocations (ranks %s distinct) for %s workers',
+                             j.state, COALESCE(s.n, 0), COALESCE(s.ranks, 0), j.workers)
+  FROM gangsched.gangs j
+  LEFT JOIN (SELECT c.job, count(*) n, count(DISTINCT c.worker) FILTER (WHERE c.worker < g.workers) ranks
+               FROM cur c JOIN gangsched.gangs g ON g.id = c.job GROUP BY c.job) s ON s.job = j.id
+ WHERE (j.state IN ('placed', 'running', 'preempting') AND (s.n IS DISTINCT FROM j.workers OR s.ranks IS DISTINCT FROM j.workers::bigint))
+    OR (j.state NOT IN ('placed', 'running', 'preempting') AND s.n > 0)
+UNION ALL
+SELECT 3, a.job, CASE WHEN n.id IS NULL THEN '#' || a.node_id ELSE n.name END,
+       format('current allocation %s belongs to %s', a.id,
+              CASE WHEN n.id IS NULL THEN 'a node that does not exist' ELSE 'a job that does not exist' END)
+  FROM gangsched.allocations a LEFT JOIN gangsched.nodes n ON n.id = a.node_id
+ WHERE upper_inf(a.during)
+   AND (n.id IS NULL OR NOT EXISTS (SELECT FROM gangsched.gangs g WHERE g.id = a.job))
+UNION ALL
+SELECT 3, c.job, c.node_name, format('worker %s holds %s GPUs (%s devices × %s slices), %s cpus, %s mem_gb, %s net_gbps; the job asks for %s, %s, %s, %s',
+                                     c.worker, c.gpus, cardinality(c.devices), c.slices, c.cpus, c.mem_gb, c.net_gbps, j.gpus, j.cpus, j.mem_gb, j.net_gbps)
+       || CASE WHEN j.gpus > 0 AND j.gpu_model IS NOT NULL AND n.gpu_model IS DISTINCT FROM j.gpu_model
+               THEN format('; the node''s devices are %s, the job asks for %s', COALESCE(n.gpu_model, 'of no model'), j.gpu_model) ELSE '' END
+       || CASE WHEN j.gpus > 0 AND j.gpu_mem_gb IS NOT NULL AND COALESCE(n.gpu_mem_gb, 0) < j.gpu_mem_gb
+               THEN format('; the node''s devices have %s GB, the job asks for %s', COALESCE(n.gpu_mem_gb, 0), j.gpu_mem_gb) ELSE '' END
+       || CASE WHEN j.pool_id IS NOT NULL AND n.pool_id <> j.pool_id THEN '; the node is outside the job''s pool' ELSE '' END
+  FROM cur c JOIN gangsched.gangs j ON j.id = c.job JOIN gangsched.nodes n ON n.id = c.node_id
+ WHERE c.cpus <> j.cpus OR c.mem_gb <> j.mem_gb OR c.net_gbps <> j.net_gbps OR c.gpus <> j.gpus
+    OR (j.gpus >= 1 AND (cardinality(c.devices) <> j.gpus OR c.first_slice <> 0 OR c.slices <> n.gpu_slices))
+    OR (j.gpus > 0 AND j.gpus < 1 AND (cardinality(c.devices) <> 1 OR c.slices <> gangsched._slices_needed(j.gpus, n.gpu_slices)))
+    OR (j.gpus = 0 AND cardinality(c.devices) <> 0)
+    OR (j.gpus > 0 AND j.gpu_model IS NOT NULL AND n.gpu_model IS DISTINCT FROM j.gpu_model)
+    OR (j.gpus > 0 AND j.gpu_mem_gb IS NOT NULL AND COALESCE(n.gpu_mem_gb, 0) < j.gpu_mem_gb)
+    OR (j.pool_id IS NOT NULL AND n.pool_id <> j.pool_id)
+UNION ALL
+SELECT 3, s.job, NULL, format('%s %s spans %s %s domains', s.what, s.k, s.domains, COALESCE(gangsched._level_name(s.depth), 'pool'))
+  FROM (SELECT c.job, 'tensor group' what, c.worker / j.group_size k, j.group_span depth,
+               count(DISTINCT gangsched._domain(c.topology, c.node_name, j.group_span)) domains
+          FROM cur c JOIN gangsched.gangs j ON j.id = c.job GROUP BY 1, 2, 3, 4
+        UNION ALL
+        SELECT c.job, 'pipeline replica', c.worker / (j.group_size * j.stages), j.stage_span,
+               count(DISTINCT gangsched._domain(c.topology, c.node_name, j.stage_span))
+          FROM cur c JOIN gangsched.gangs j ON j.id = c.job WHERE j.stage_span IS NOT NULL GROUP BY 1, 2, 3, 4
+        UNION ALL
+        SELECT c.job, 'gang', 0, j.span, count(DISTINCT gangsched._domain(c.topology, c.node_name, j.span))
+          FROM cur c JOIN gangsched.gangs j ON j.id = c.job WHERE j.span IS NOT NULL GROUP BY 1, 2, 3, 4
+        UNION ALL
+        SELECT c.job, 'gang', 0, NULL::smallint, count(DISTINCT n.pool_id)
+          FROM cur c JOIN gangsched.nodes n ON n.id = c.node_id GROUP BY 1, 2, 3, 4) s
+ WHERE s.domains > 1
+UNION ALL
+SELECT 3, c.job, c.node_name, format('worker %s of a %s job is on a node that does not cache %s', c.worker, j.locality, j.dataset)
+  FROM cur c JOIN gangsched.gangs j ON j.id = c.job
+ WHERE j.locality = 'required'
+   AND NOT EXISTS (SELECT FROM gangsched.datasets d WHERE d.node_id = c.node_id AND d.dataset = j.dataset)
+UNION ALL
+-- 4. allocation time ranges inside the job's placed interval; history guards on
+SELECT 4, a.job, NULL, format('allocation %s (%s) lies outside job''s placed interval [%s, %s)', a.id, a.during,
+                              COALESCE(j.placed_at, j.submitted_at), j.finished_at)
+  FROM gangsched.allocations a JOIN gangsched.gangs j ON j.id = a.job
+ WHERE lower(a.during) < j.submitted_at
+    OR (upper_inf(a.during) AND lower(a.during) IS DISTINCT FROM j.placed_at)
+    OR (j.finished_at IS NOT NULL AND upper(a.during) > j.finished_at)
+UNION ALL
+SELECT 4, j.id, NULL, 'job''s times are out of order: ' || concat_ws('; ',
+           CASE WHEN j.queued_at < j.submitted_at THEN format('queued at %s, before it was submitted at %s', j.queued_at, j.submitted_at) END,
+           CASE WHEN j.placed_at < j.queued_at THEN format('placed at %s, before it was queued at %s', j.placed_at, j.queued_at) END,
+           CASE WHEN j.started_at < j.placed_at THEN format('started at %s, before it was placed at %s', j.started_at, j.placed_at) END,
+           CASE WHEN j.finished_at < COALESCE(j.placed_at, j.queued_at)
+                THEN format('finished at %s, before it was %s at %s', j.finished_at,
+                            CASE WHEN j.placed_at IS NOT NULL THEN 'placed' ELSE 'queued' END, COALESCE(j.placed_at, j.queued_at)) END)
+  FROM gangsched.gangs j
+ WHERE j.queued_at < j.submitted_at OR j.placed_at < j.queued_at OR j.started_at < j.placed_at
+    OR j.finished_at < COALESCE(j.placed_at, j.queued_at)
+UNION ALL
+SELECT 4, a.job, NULL, format('allocation %s (%s) belongs to a job that does not exist', a.id, a.during)
+  FROM gangsched.allocations a
+ WHERE NOT EXISTS (SELECT FROM gangsched.gangs g WHERE g.id = a.job)
+UNION ALL
+SELECT 4, NULL, NULL, format('history guard trigger %s on %s is missing or disabled', g.tgname, g.rel)
+  FROM (VALUES ('allocations_update_guard', 'gangsched.allocations'), ('allocations_delete_guard', 'gangsched.allocations'),
+               ('events_append_only', 'gangsched.events'), ('allocations_archive_guard', 'gangsched.allocations'),
+               ('events_archive_guard', 'gangsched.events'), ('gangs_archive_guard', 'gangsched.gangs'),
+               ('gangs_truncate_guard', 'gangsched.gangs')) g(tgname, rel)
+ WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_trigger t
+                    WHERE t.tgrelid = g.rel::regclass AND t.tgname = g.tgname AND t.tgenabled IN ('O', 'A'))
+UNION ALL
+-- 5. a nominated job's held capacity is not allocated to another job
+--    (victims still draining excepted: its own, or those of an earlier
+--    preemptor of the same round whose rest it waits for, as its
+--    'nominated' event records them in waits_for)
+SELECT 5, h.job, n.name, format('slot %s held for nominated job %s is allocated to job %s (%s)', hs.slot, h.job, hs.job, v.state)
+  FROM gangsched.holds h JOIN gangsched.nodes n ON n.id = h.node_id
+ CROSS JOIN LATERAL gangsched._slots(h.devices, h.first_slice, h.slices) s
+  JOIN gangsched.held_slots hs ON hs.node_id = h.node_id AND hs.slot = s.slot
+  JOIN gangsched.gangs v ON v.id = hs.job
+ WHERE hs.job <> h.job
+   AND NOT (v.state = 'preempting'
+            AND (v.preempted_for = h.job
+                 OR EXISTS (SELECT FROM gangsched.events e
+                             WHERE e.job = h.job AND e.kind = 'nominated'
+                               AND e.detail->'waits_for' @> to_jsonb(v.id))))
+UNION ALL
+SELECT 5, NULL, n.name, format('node over-committed with the capacity held on it: held cpus %s, mem_gb %s, net_gbps %s, allocated to others %s, %s, %s; the node has %s, %s, %s',
+                               h.cpus, h.mem, h.net, COALESCE(o.cpus, 0), COALESCE(o.mem, 0), COALESCE(o.net, 0), n.cpus, n.mem_gb, n.net_gbps)
+  FROM (SELECT node_id, sum(cpus) cpus, sum(mem_gb) mem, sum(net_gbps) net FROM gangsched.holds GROUP BY node_id) h
+  JOIN gangsched.nodes n ON n.id = h.node_id
+  LEFT JOIN (SELECT c.node_id, sum(c.cpus) cpus, sum(c.mem_gb) mem, sum(c.net_gbps) net
+               FROM cur c JOIN gangsched.gangs v ON v.id = c.job
+              WHERE NOT (v.state = 'preempting'
+                         AND EXISTS (SELECT FROM gangsched.holds h2
+                                      WHERE h2.node_id = c.node_id
+                                        AND (h2.job = v.preempted_for
+                                             OR EXISTS (SELECT FROM gangsched.events e
+                                                         WHERE e.job = h2.job AND e.kind = 'nominated'
+                                                           AND e.detail->'waits_for' @> to_jsonb(v.id)))))
+              GROUP BY c.node_id) o ON o.node_id = h.node_id
+ WHERE h.cpus + COALESCE(o.cpus, 0) > n.cpus OR h.mem + COALESCE(o.mem, 0) > n.mem_gb OR h.net + COALESCE(o.net, 0) > n.net_gbps
+UNION ALL
+SELECT 5, h.job, NULL, format('job holds capacity but is %s', j.state)
+  FROM (SELECT DISTINCT job FROM gangsched.holds) h JOIN gangsched.gangs j ON j.id = h.job
+ WHERE j.state <> 'nominated'
+UNION ALL
+SELECT 5, h.job, n.name, format('two nominated jobs hold slot %s', s.slot)
+  FROM gangsched.holds h JOIN gangsched.nodes n ON n.id = h.node_id,
+       gangsched._slots(h.devices, h.first_slice, h.slices) s
+ WHERE EXISTS (SELECT FROM gangsched.holds h2, gangsched._slots(h2.devices, h2.first_slice, h2.slices) s2
+                WHERE h2.node_id = h.node_id AND h2.job < h.job AND s2.slot = s.slot)
+UNION ALL
+-- 6. inventory: each node's device rows are exactly its declared GPUs, and
+--    its equivalence class has its shape (admission reasons over classes).
+SELECT 6, NULL, n.name, format('node declares %s GPUs of %s slices but its device rows are %s', n.gpus, n.gpu_slices,
+                               COALESCE(dv.list, 'none'))
+  FROM gangsched.nodes n
+  LEFT JOIN LATERAL (SELECT count(*) AS cnt, string_agg(d.idx || ':' || d.slices, ', ' ORDER BY d.idx) AS list,
+                            bool_and(d.idx < n.gpus AND d.slices = n.gpu_slices) AS ok
+                       FROM gangsched.devices d WHERE d.node_id = n.id) dv ON true
+ WHERE dv.cnt <> n.gpus OR NOT COALESCE(dv.ok, true)
+UNION ALL
+SELECT 6, NULL, n.name, format('node''s shape (pool %s, %s cpus, %s GB, %s Gb/s, %s GPUs) differs from its class %s',
+                               n.pool_id, n.cpus, n.mem_gb, n.net_gbps, n.gpus, n.class_id)
+  FROM gangsched.nodes n JOIN gangsched.node_classes c ON c.id = n.class_id
+ WHERE (n.pool_id, n.cpus, n.mem_gb, n.net_gbps, n.gpus, n.gpu_model, n.gpu_mem_gb, n.gpu_slices)
+       IS DISTINCT FROM (c.pool_id, c.cpus, c.mem_gb, c.net_gbps, c.gpus, c.gpu_model, c.gpu_mem_gb, c.gpu_slices)
+UNION ALL
+-- 7. the privilege boundary: no role but the owner may write gangsched's
+--    tables or sequences (operators may read them, the other roles only the
+--    views), nobody else may create in its schema, PUBLIC executes nothing.
+SELECT 7, NULL, NULL, format('%s has %s on %s', CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_get_userbyid(a.grantee) END,
+                             a.privilege_type, c.oid::regclass)
+  FROM pg_catalog.pg_class c CROSS JOIN LATERAL aclexplode(c.relacl) a
+ WHERE c.relnamespace = 'gangsched'::regnamespace AND c.relkind IN ('r', 'p', 'S', 'v', 'm')
+   AND a.grantee <> c.relowner
+   AND NOT (a.grantee <> 0 AND (SELECT rolsuper FROM pg_catalog.pg_roles WHERE oid = a.grantee))
+   AND NOT (a.privilege_type = 'SELECT' AND a.grantee <> 0
+            AND pg_get_userbyid(a.grantee) = 'gangsched_operator')
+   AND NOT (a.privilege_type = 'SELECT' AND c.relkind = 'v' AND a.grantee <> 0
+            AND pg_get_userbyid(a.grantee) IN ('gangsched_portal', 'gangsched_analyst'))
+UNION ALL
+SELECT 7, NULL, NULL, format('%s may %s in schema gangsched', CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_get_userbyid(a.grantee) END,
+                             a.privilege_type)
+  FROM pg_catalog.pg_namespace s CROSS JOIN LATERAL aclexplode(s.nspacl) a
+ WHERE s.nspname = 'gangsched' AND a.grantee <> s.nspowner
+   AND NOT (a.privilege_type = 'USAGE' AND a.grantee <> 0
+            AND pg_get_userbyid(a.grantee) IN ('gangsched_operator', 'gangsched_portal', 'gangsched_agent', 'gangsched_analyst'))
+UNION ALL
+SELECT 7, NULL, NULL, format('PUBLIC may execute %s', p.oid::regprocedure)
+  FROM pg_catalog.pg_proc p
+ WHERE p.pronamespace = 'gangsched'::regnamespace
+   AND (p.proacl IS NULL OR EXISTS (SELECT FROM aclexplode(p.proacl) a WHERE a.grantee = 0))
+$$;
+
+-- Operators: move (or, with discard, delete) the finished jobs that ended
+-- before `before`, with their allocations and events, and the job-less
+-- events older than `before` that no longer describe the present. Returns
+-- what it moved; records an event 'history_archived' with the cutoff, the
+-- counts and (events.actor) who ran it. One run at a time; rounds, submits
+-- and releases go on meanwhile (it locks only the finished jobs it moves).
+-- jit is off: the slot expansion's estimates look costly enough to compile
+-- (0.7 s a statement, measured on a run that moved six jobs).
+CREATE OR REPLACE FUNCTION gangsched.archive_history(before timestamptz, discard bool DEFAULT false)
+RETURNS TABLE (jobs bigint, allocations bigint, events bigint)
+LANGUAGE plpgsql SET jit = off AS $$
+DECLARE
+    ids     bigint[];
+    n_jobs  bigint;
+    n_alloc bigint;
+    n_ev    bigint;
+    differ  text;
+    bad     record;
+BEGIN
+    PERFORM gangsched._require_operator('archive history');
+    PERFORM gangsched._check_cutoff(before, 'archive_history', false);
+    IF discard IS NULL THEN
+        RAISE EXCEPTION 'discard must not be null'
+            USING ERRCODE = 'null_value_not_allowed',
+                  HINT = 'Pass discard => false to keep the rows in the archive tables, true to delete them.';
+    END IF;
+    differ := gangsched._archive_columns_differ();
+    IF differ IS NOT NULL THEN
+        RAISE EXCEPTION 'the archive tables do not match the live tables: %', differ
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'Rows are moved column by column; an archive table needs its live table''s columns in the same order.',
+                  HINT = 'Add the missing columns to the archive table (ALTER TABLE … ADD COLUMN, as the extension''s owner).';
+    END IF;
+    -- one run at a time (a self-conflicting lock only the owner may take)
+    LOCK TABLE gangsched.gangs_archive IN SHARE ROW EXCLUSIVE MODE;
+
+    -- the jobs that go: ended before the cutoff, every allocation closed
+    -- before it, every event older, no live job pointing at it
+    SELECT COALESCE(array_agg(s.id ORDER BY s.id), '{}') INTO ids
+      FROM (SELECT g.id FROM gangsched.gangs g
+             WHERE g.state IN ('finished', 'failed', 'cancelled', 'expired') AND g.finished_at < before
+               AND NOT EXISTS (SELECT FROM gangsched.allocations a
+                                WHERE a.job = g.id AND NOT COALESCE(upper(a.during) < before, false))
+               AND NOT EXISTS (SELECT FROM gangsched.events e WHERE e.job = g.id AND e.at >= before)
+               -- a live victim still names its preemptor (invariant 5); NOT IN
+               -- over the few live jobs, hashed once (an anti-join may probe
+               -- the live jobs once per finished job)
+               AND g.id NOT IN (SELECT v.preempted_for FROM gangsched.gangs v
+                                 WHERE v.state IN ('pending', 'nominated', 'placed', 'running', 'preempting')
+                                   AND v.preempted_for IS NOT NULL)
+               FOR UPDATE OF g) s;
+
+    -- rows an invariant still needs stay: if an allocation that would go
+    -- overlaps another on a slot (invariant 1; compared with everything
+    -- that began before the cutoff) or lies outside its job's interval
+    -- (invariant 4), nothing moves
+    SELECT o.* INTO bad FROM (
+        SELECT h.job, h.prev_job, h.node_id, h.slot, h.lo, h.prev_hi, NULL::text AS what
+          FROM (SELECT x.job, x.node_id, x.slot, lower(x.during) AS lo,
+                       lag(x.job) OVER w AS prev_job, lag(upper(x.during)) OVER w AS prev_hi
+                  FROM (SELECT a.job, a.node_id, s.slot, a.during
+                          FROM gangsched.allocations a, gangsched._slots(a.devices, a.first_slice, a.slices) s
+                         WHERE lower(a.during) < before) x
+                WINDOW w AS (PARTITION BY x.node_id, x.slot ORDER BY lower(x.during), upper(x.during))) h
+         WHERE h.prev_hi > h.lo AND (h.job IN (SELECT unnest(ids)) OR h.prev_job IN (SELECT unnest(ids)))
+        UNION ALL
+        SELECT a.job, NULL, a.node_id, NULL, lower(a.during), upper(a.during), 'outside'
+          FROM gangsched.allocations a JOIN gangsched.gangs g ON g.id = a.job
+         WHERE a.job IN (SELECT unnest(ids)) AND (lower(a.during) < g.submitted_at OR upper(a.during) > g.finished_at)
+         LIMIT 1) o;
+    IF FOUND THEN
+        RAISE EXCEPTION 'history before % is not archived: allocations of job % break an invariant', before, bad.job
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = CASE WHEN bad.what IS NULL
+                                THEN format('Jobs %s and %s held slot %s of node #%s at overlapping times (until %s, from %s).',
+                                            bad.prev_job, bad.job, bad.slot, bad.node_id, bad.prev_hi, bad.lo)
+                                ELSE format('An allocation [%s, %s) lies outside the job''s submitted-to-finished interval.', bad.lo, bad.prev_hi) END,
+                  HINT = 'See SELECT * FROM gangsched.check_invariants(); history an invariant still needs is not moved.';
+    END IF;
+
+    PERFORM gangsched._archive_begin(before);
+    n_jobs := cardinality(ids);
+    IF discard THEN
+        DELETE FROM gangsched.allocations a WHERE a.job IN (SELECT unnest(ids));
+        GET DIAGNOSTICS n_alloc = ROW_COUNT;
+    ELSE
+        WITH d AS (DELETE FROM gangsched.allocations a WHERE a.job IN (SELECT unnest(ids)) RETURNING a.*)
+        INSERT INTO gangsched.allocations_archive SELECT * FROM d;
+        GET DIAGNOSTICS n_alloc = ROW_COUNT;
+    END IF;
+
+    -- events: the jobs' own, then those older than the cutoff that belong
+    -- to no job left, except the last quota change of each team and pool
+    -- and the last state change of each node before the cutoff (still in
+    -- force: usage() and utilization() read them)
+    IF discard THEN
+        DELETE FROM gangsched.events e WHERE e.job IN (SELECT unnest(ids));
+    ELSE
+        WITH d AS (DELETE FROM gangsched.events e WHERE e.job IN (SELECT unnest(ids)) RETURNING e.*)
+        INSERT INTO gangsched.events_archive SELECT * FROM d;
+    END IF;
+    GET DIAGNOSTICS n_ev = ROW_COUNT;
+    WITH d AS (
+        DELETE FROM gangsched.events e
+         WHERE e.at < before
+           AND (e.job IS NULL OR NOT EXISTS (SELECT FROM gangsched.gangs g WHERE g.id = e.job))
+           AND e.id NOT IN (SELECT DISTINCT ON (q.team_id, q.detail->>'pool') q.id FROM gangsched.events q
+                             WHERE q.kind = 'quota' AND q.at < before
+                             ORDER BY q.team_id, q.detail->>'pool', q.at DESC, q.id DESC)
+           AND e.id NOT IN (SELECT DISTINCT ON (q.node_id) q.id FROM gangsched.events q
+                             WHERE q.kind = 'node_state' AND q.at < before
+                             ORDER BY q.node_id, q.at DESC, q.id DESC)
+        RETURNING e.*),
+    kept AS (INSERT INTO gangsched.events_archive SELECT * FROM d WHERE NOT discard RETURNING 1)
+    SELECT n_ev + count(*) INTO n_ev FROM d;
+
+    IF discard THEN
+        DELETE FROM gangsched.gangs g WHERE g.id IN (SELECT unnest(ids));
+    ELSE
+        WITH d AS (DELETE FROM gangsched.gangs g WHERE g.id IN (SELECT unnest(ids)) RETURNING g.*)
+        INSERT INTO gangsched.gangs_archive SELECT * FROM d;
+    END IF;
+    PERFORM gangsched._archive_end();
+
+    PERFORM gangsched._event('history_archived', NULL, NULL, NULL,
+                             format('history before %s %s', before, CASE WHEN discard THEN 'discarded' ELSE 'archived' END),
+                             pg_catalog.jsonb_build_object('before', before, 'jobs', n_jobs, 'allocations', n_alloc,
+                                                           'events', n_ev, 'discarded', discard));
+    RETURN QUERY SELECT n_jobs, n_alloc, n_ev;
+END $$;

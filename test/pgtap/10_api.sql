@@ -17,7 +17,7 @@ SELECT is((SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extna
 SELECT set_eq($$SELECT e2.extname::text FROM pg_depend d JOIN pg_extension e1 ON e1.oid = d.objid
                    JOIN pg_extension e2 ON e2.oid = d.refobjid
                   WHERE e1.extname = 'gangsched' AND d.classid = 'pg_extension'::regclass$$,
-              ARRAY['ltree', 'btree_gist'], 'gangsched requires ltree and btree_gist and nothing else');
+              ARRAY['ltree'], 'gangsched requires ltree and nothing else');
 
 /* ---------------- public functions: argument types and results ---------------- */
 

@@ -1,4 +1,5 @@
--- Installing pulls in ltree and btree_gist and nothing else.
+-- Installing pulls in ltree and nothing else (btree_gist, which 0.1 required
+-- and never used, is not required since 0.2.0).
 CREATE EXTENSION gangsched CASCADE;
 SELECT extname FROM pg_extension WHERE extname IN ('ltree', 'btree_gist', 'gangsched') ORDER BY 1;
 SELECT extrelocatable, extversion FROM pg_extension WHERE extname = 'gangsched';

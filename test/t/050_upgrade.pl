@@ -102,6 +102,16 @@ my $before = sql('upgraded', $rows);
 sql('upgraded', 'ALTER EXTENSION gangsched UPDATE');
 is(sql('upgraded', "SELECT extversion FROM pg_extension WHERE extname = 'gangsched'"), $current,
 	"ALTER EXTENSION gangsched UPDATE reaches $current");
+# 0.1 required btree_gist (sql/gangsched--0.1.control) and never used it;
+# the update records the new version's requirements (ltree alone, as a
+# fresh install has them: the catalog comparison below) and leaves
+# btree_gist installed, for its owner to drop.
+is(sql('upgraded', q{SELECT string_agg(r.extname, ',' ORDER BY r.extname) FROM pg_depend d
+    JOIN pg_extension e ON d.classid = 'pg_extension'::regclass AND d.objid = e.oid
+    JOIN pg_extension r ON d.refclassid = 'pg_extension'::regclass AND d.refobjid = r.oid
+   WHERE e.extname = 'gangsched'}), 'ltree', 'after the update gangsched requires ltree alone');
+is(sql('upgraded', "SELECT count(*) FROM pg_extension WHERE extname = 'btree_gist'"), '1',
+	'btree_gist, which 0.1 installed, stays installed');
 
 sql('fresh', 'CREATE EXTENSION gangsched CASCADE');
 

@@ -1,5 +1,5 @@
 /*
- * trace.c — reading the normalised trace files (../shared/data/traces/README.md)
+ * trace.c — reading the normalised trace files (their format: docs/replay.md)
  * and turning them into a cluster, teams with quotas, and gangs.
  *
  * Mapping (docs/replay.md):
