@@ -1474,3 +1474,8 @@ SELECT r.team, r.pool, r.weight, r.nominal_gpus, r.nominal_cpus, r.nominal_mem_g
   FROM rows r CROSS JOIN cap JOIN pool_lent pl ON pl.pool_id = r.pool_id
   LEFT JOIN team_held th ON th.team_id = r.team_id
  ORDER BY r.pool, r.team;
+
+-- ---------------------------------------------------------------------
+-- Round and agent-call speed (issue 12: the contended replay's rounds)
+-- ---------------------------------------------------------------------
+CREATE INDEX events_preempting_idx ON gangsched.events (job, id) WHERE kind = 'preempting';
