@@ -2143,3 +2143,7 @@ BEGIN
                                                            'events', n_ev, 'discarded', discard));
     RETURN QUERY SELECT n_jobs, n_alloc, n_ev;
 END $$;
+-- ---------------------------------------------------------------------
+-- Round and agent-call speed (issue 12: the contended replay's rounds)
+-- ---------------------------------------------------------------------
+CREATE INDEX events_preempting_idx ON gangsched.events (job, id) WHERE kind = 'preempting';
