@@ -1298,6 +1298,9 @@ gs_why_pending(PG_FUNCTION_ARGS)
 			rows = lappend(rows, list_make2(psprintf("queue timeout"),
 											psprintf("its queue timeout has passed: the next round expires it (%s)",
 													 target->reason ? target->reason : "it fits now")));
+		else if (target->tix >= 0 && st->cluster->teams[target->tix].closed)
+			rows = lappend(rows, list_make2(psprintf("team closed"),
+											psprintf("%s; gangsched.open_team() lets rounds place it again", target->reason)));
 		else if (target->quota_blocked)
 			rows = lappend(rows, list_make2(psprintf("quota"), psprintf("%s", target->reason)));
 		else if (target->nominated)
