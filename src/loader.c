@@ -182,6 +182,81 @@ build_domains(GsCluster *c, char ***labels)
 }
 
 /* Streams pending-job rows into GsJob structs as the executor makes them. */
+/*
+ * Table ids to indexes into the model's arrays: at[id] for 0 <= id <= max,
+ * -1 where no row has that id (ids are serials: small, dense, >= 0).
+ */
+typedef struct IdIndex
+{
+	int			max;
+	int		   *at;
+} IdIndex;
+
+static int
+id_lookup(const IdIndex *x, int id)
+{
+	return (id >= 0 && id <= x->max) ? x->at[id] : -1;
+}
+
+static IdIndex
+id_index(const int32_t *ids, size_t stride, int n)
+{
+	IdIndex		x = {0, NULL};
+	int			i;
+
+#define ID_AT(i) (*(const int32_t *) ((const char *) ids + (size_t) (i) * stride))
+	for (i = 0; i < n; i++)
+		x.max = Max(x.max, ID_AT(i));
+	x.at = palloc(sizeof(int) * (x.max + 1));
+	for (i = 0; i <= x.max; i++)
+		x.at[i] = -1;
+	for (i = 0; i < n; i++)
+		x.at[ID_AT(i)] = i;
+#undef ID_AT
+	return x;
+}
+
+static IdIndex
+node_index(const GsCluster *c)
+{
+	return id_index(&c->nodes[0].id, sizeof(GsNode), c->nnodes);
+}
+
+static IdIndex
+team_index(const GsCluster *c)
+{
+	return id_index(&c->teams[0].id, sizeof(GsTeam), c->nteams);
+}
+
+/* The index of pools.id pid, dflt when no pool has it. */
+static int
+pool_index(const GsCluster *c, int32_t pid, int dflt)
+{
+	int			k,
+				at = dflt;
+
+	for (k = 0; k < c->npools; k++)
+		if (c->pools[k].id == pid)
+			at = k;
+	return at;
+}
+
+/*
+ * A hash table of jobs by id (int64), in the current memory context: its
+ * entries are of entrysize bytes, the id first.
+ */
+static HTAB *
+job_hash(const char *name, int nrows, Size entrysize)
+{
+	HASHCTL		ctl;
+
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(int64);
+	ctl.entrysize = entrysize;
+	ctl.hcxt = CurrentMemoryContext;
+	return hash_create(name, Max(nrows, 16), &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+}
+
 typedef struct JobReceiver
 {
 	DestReceiver pub;
@@ -190,8 +265,7 @@ typedef struct JobReceiver
 	int		   *dcap;
 	int			cap;
 	MemoryContext cxt;			/* the loader's: rows outlive the query */
-	int		   *team_by_id;
-	int			max_team;
+	const IdIndex *teams;
 } JobReceiver;
 
 static bool
@@ -203,7 +277,6 @@ job_receive(TupleTableSlot *slot, DestReceiver *self)
 	GsJob	   *j;
 	Datum	   *v;
 	bool	   *nl;
-	int			k;
 
 	MemoryContext old = MemoryContextSwitchTo(r->cxt);
 
@@ -219,7 +292,7 @@ job_receive(TupleTableSlot *slot, DestReceiver *self)
 	memset(j, 0, sizeof(*j));
 	j->id = DatumGetInt64(v[0]);
 	j->team = DatumGetInt32(v[1]);
-	j->tix = (j->team >= 0 && j->team <= r->max_team) ? r->team_by_id[j->team] : -1;
+	j->tix = id_lookup(r->teams, j->team);
 	j->tried_at = -1;
 	j->priority = DatumGetInt32(v[2]);
 	j->queue_pos = DatumGetInt64(v[3]);
@@ -230,16 +303,7 @@ job_receive(TupleTableSlot *slot, DestReceiver *self)
 	j->net = DatumGetFloat8(v[8]);
 	j->model = nl[9] ? -1 : model_index(c, TextDatumGetCString(v[9]));
 	j->gpu_mem = nl[10] ? -1 : DatumGetFloat8(v[10]);
-	j->pool = -1;
-	if (!nl[11])
-	{
-		int32_t		pid = DatumGetInt32(v[11]);
-
-		j->pool = -2;
-		for (k = 0; k < c->npools; k++)
-			if (c->pools[k].id == pid)
-				j->pool = k;
-	}
+	j->pool = nl[11] ? -1 : pool_index(c, DatumGetInt32(v[11]), -2);
 	j->preemptible = DatumGetBool(v[12]);
 	j->group_size = DatumGetInt32(v[13]);
 	j->group_depth = DatumGetInt16(v[14]);
@@ -281,30 +345,14 @@ job_destroy(DestReceiver *self)
 {
 }
 
-GsState *
-gs_load_state(void)
+
+/* ---- the inventory: levels, pools, nodes, teams, quotas ---------------- */
+
+static void
+load_levels(GsCluster *c)
 {
-	return gs_load_state_ex(true);
-}
+	int			i;
 
-GsState *
-gs_load_state_ex(bool queue)
-{
-	GsState    *st = palloc0(sizeof(GsState));
-	GsCluster  *c = palloc0(sizeof(GsCluster));
-	int			i,
-				k,
-				mcap = 0,
-				dcap = 0;
-	char	 ***labels;
-	int		   *node_by_id;
-	int			max_id = 0;
-	int		   *team_by_id;
-	int			max_team = 0;
-
-	st->cluster = c;
-
-	/* levels */
 	run("SELECT name FROM gangsched.topology_levels ORDER BY depth", SPI_OK_SELECT);
 	c->nlevels = (int) SPI_processed;
 	if (c->nlevels > GS_MAX_LEVELS)
@@ -316,8 +364,13 @@ gs_load_state_ex(bool queue)
 	for (i = 0; i < c->nlevels; i++)
 		c->level_names[i + 1] = col_text(i, 1);
 	c->level_names[c->nlevels + 1] = "node";
+}
 
-	/* pools */
+static void
+load_pools(GsCluster *c)
+{
+	int			i;
+
 	run("SELECT id, kind OPERATOR(pg_catalog.=) 'reserved', name FROM gangsched.pools ORDER BY id", SPI_OK_SELECT);
 	c->npools = (int) SPI_processed;
 	if (c->npools > GS_MAX_POOLS)
@@ -332,8 +385,17 @@ gs_load_state_ex(bool queue)
 		c->pools[i].reserved = col_bool(i, 2);
 		c->pools[i].name = col_text(i, 3);
 	}
+}
 
-	/* nodes, sorted so every domain is a contiguous run */
+/* Nodes, sorted so every domain is a contiguous run, and the domain tree over them. */
+static void
+load_nodes(GsCluster *c)
+{
+	char	 ***labels;
+	int			i,
+				k,
+				mcap = 0;
+
 	run("SELECT n.id, n.pool_id, n.topology::pg_catalog.text, n.state,"
 		"       n.cpus::pg_catalog.float8, n.mem_gb::pg_catalog.float8, n.net_gbps::pg_catalog.float8,"
 		"       n.gpus, n.gpu_model, n.gpu_mem_gb::pg_catalog.float8, n.gpu_slices, n.name"
@@ -344,17 +406,13 @@ gs_load_state_ex(bool queue)
 	for (i = 0; i < c->nnodes; i++)
 	{
 		GsNode	   *n = &c->nodes[i];
-		int32_t		pool_id = col_int(i, 2, 0);
 		char	   *topo = col_text(i, 3);
 		char	   *state = col_text(i, 4);
 		char	   *tok,
 				   *save;
 
 		n->id = col_int(i, 1, 0);
-		max_id = Max(max_id, n->id);
-		for (k = 0; k < c->npools; k++)
-			if (c->pools[k].id == pool_id)
-				n->pool = k;
+		n->pool = pool_index(c, col_int(i, 2, 0), 0);
 		n->topology = topo;
 		n->state = strcmp(state, "up") == 0 ? GS_NODE_UP :
 			strcmp(state, "draining") == 0 ? GS_NODE_DRAINING : GS_NODE_DOWN;
@@ -377,17 +435,18 @@ gs_load_state_ex(bool queue)
 		}
 	}
 	build_domains(c, labels);
-	node_by_id = palloc(sizeof(int) * (max_id + 1));
-	for (i = 0; i <= max_id; i++)
-		node_by_id[i] = -1;
-	for (i = 0; i < c->nnodes; i++)
-		node_by_id[c->nodes[i].id] = i;
+}
 
-	/* teams and their quotas */
-	/*
-	 * A team's order matters to rounds only; admission (!queue) also runs
-	 * on a 0.1 catalog before its update, which has no teams.team_order.
-	 */
+/*
+ * Teams, and the ids of las teams in st->las_teams. A team's order matters
+ * to rounds only; admission (!queue) also runs on a 0.1 catalog before its
+ * update, which has no teams.team_order.
+ */
+static void
+load_teams(GsState *st, GsCluster *c, bool queue)
+{
+	int			i;
+
 	if (queue)
 		run("SELECT id, weight::pg_catalog.float8, name,"
 			"       COALESCE(team_order, pg_catalog.current_setting('gangsched.team_order')) OPERATOR(pg_catalog.=) 'las',"
@@ -412,13 +471,20 @@ gs_load_state_ex(bool queue)
 				initStringInfo(st->las_teams = palloc(sizeof(StringInfoData)));
 			appendStringInfo(st->las_teams, "%s%d", st->las_teams->len ? "," : "", c->teams[i].id);
 		}
-		max_team = Max(max_team, c->teams[i].id);
 	}
-	team_by_id = palloc(sizeof(int) * (max_team + 1));
-	for (i = 0; i <= max_team; i++)
-		team_by_id[i] = -1;
-	for (i = 0; i < c->nteams; i++)
-		team_by_id[c->teams[i].id] = i;
+}
+
+/*
+ * The effective quotas (sql/src/62_quotas.sql): NULL cpus / mem_gb there
+ * are already proportional amounts; a NULL left is not governed (-1).
+ * Without a quota row a team has no nominal GPUs in the pool.
+ */
+static void
+load_quotas(GsCluster *c, const IdIndex *teams)
+{
+	int			i,
+				k;
+
 	c->quotas = palloc0(sizeof(GsQuota) * Max(c->nteams * c->npools, 1));
 	for (i = 0; i < c->nteams * c->npools; i++)
 		for (k = 0; k < GS_NRES; k++)
@@ -427,10 +493,6 @@ gs_load_state_ex(bool queue)
 			c->quotas[i].borrow[k] = -1;
 			c->quotas[i].lend[k] = -1;
 		}
-	/*
-	 * The effective quotas (sql/src/62_quotas.sql): NULL cpus / mem_gb there
-	 * are already proportional amounts; a NULL left is not governed (-1).
-	 */
 	run("SELECT q.team_id, q.pool_id,"
 		"       q.gpus::pg_catalog.float8, q.cpus::pg_catalog.float8,"
 		"       q.mem_gb::pg_catalog.float8, q.net_gbps::pg_catalog.float8,"
@@ -441,15 +503,10 @@ gs_load_state_ex(bool queue)
 		"  FROM gangsched._effective_quotas q", SPI_OK_SELECT);
 	for (i = 0; i < (int) SPI_processed; i++)
 	{
-		int			tid = col_int(i, 1, 0);
-		int			pid = col_int(i, 2, 0);
-		int			ti = (tid >= 0 && tid <= max_team) ? team_by_id[tid] : -1;
-		int			pi = -1;
+		int			ti = id_lookup(teams, col_int(i, 1, 0));
+		int			pi = pool_index(c, col_int(i, 2, 0), -1);
 		GsQuota    *q;
 
-		for (k = 0; k < c->npools; k++)
-			if (c->pools[k].id == pid)
-				pi = k;
 		if (ti < 0 || pi < 0)
 			continue;
 		q = &c->quotas[ti * c->npools + pi];
@@ -461,8 +518,15 @@ gs_load_state_ex(bool queue)
 			q->lend[k] = col_float(i, 11 + k, -1);
 		}
 	}
+}
 
-	/* capacity of up nodes, per pool and in all */
+/* Capacity of up nodes, per pool and in all. */
+static void
+sum_capacity(GsCluster *c)
+{
+	int			i,
+				k;
+
 	for (i = 0; i < c->nnodes; i++)
 	{
 		GsNode	   *n = &c->nodes[i];
@@ -476,15 +540,42 @@ gs_load_state_ex(bool queue)
 			c->capacity[k] += cap[k];
 		}
 	}
+}
 
-	if (!queue)
-		return st;
+/* ---- what is held now: usage, leaving victims, held slots ------------- */
 
-	/*
-	 * Resources held now, per node and team: current allocations and the
-	 * capacity held for nominated jobs. They leave the node's free host
-	 * resources and count in the team's and pool's use.
-	 */
+/*
+ * Add sign × the amounts of columns 3..6 of the result's row i to the use of
+ * the node's pool, and of team ti (>= 0) over all pools and in the pool.
+ */
+static void
+add_use(GsCluster *c, int ni, int ti, int i, double sign)
+{
+	int			k;
+
+	for (k = 0; k < GS_NRES; k++)
+	{
+		double		amt = col_float(i, 3 + k, 0);
+
+		c->pools[c->nodes[ni].pool].used[k] += sign * amt;
+		if (ti >= 0)
+		{
+			c->teams[ti].used[k] += sign * amt;
+			c->quotas[ti * c->npools + c->nodes[ni].pool].used[k] += sign * amt;
+		}
+	}
+}
+
+/*
+ * Resources held now, per node and team: current allocations and the
+ * capacity held for nominated jobs. They leave the node's free host
+ * resources and count in the team's and pool's use.
+ */
+static void
+load_usage(GsCluster *c, const IdIndex *nodes, const IdIndex *teams)
+{
+	int			i;
+
 	run("SELECT x.node_id, x.team_id,"
 		"       pg_catalog.sum(x.gpus)::pg_catalog.float8, pg_catalog.sum(x.cpus)::pg_catalog.float8,"
 		"       pg_catalog.sum(x.mem_gb)::pg_catalog.float8, pg_catalog.sum(x.net_gbps)::pg_catalog.float8"
@@ -497,37 +588,30 @@ gs_load_state_ex(bool queue)
 		" GROUP BY x.node_id, x.team_id", SPI_OK_SELECT);
 	for (i = 0; i < (int) SPI_processed; i++)
 	{
-		int			id = col_int(i, 1, 0);
-		int			ni = (id >= 0 && id <= max_id) ? node_by_id[id] : -1;
-		int			tid = col_int(i, 2, 0);
-		int			ti = (tid >= 0 && tid <= max_team) ? team_by_id[tid] : -1;
-		double		amt[GS_NRES];
+		int			ni = id_lookup(nodes, col_int(i, 1, 0));
+		int			ti = id_lookup(teams, col_int(i, 2, 0));
 
 		if (ni < 0)
 			continue;
-		for (k = 0; k < GS_NRES; k++)
-			amt[k] = col_float(i, 3 + k, 0);
-		c->nodes[ni].free_cpus -= amt[GS_CPU];
-		c->nodes[ni].free_mem -= amt[GS_MEM];
-		c->nodes[ni].free_net -= amt[GS_NET];
-		for (k = 0; k < GS_NRES; k++)
-		{
-			c->pools[c->nodes[ni].pool].used[k] += amt[k];
-			if (ti >= 0)
-			{
-				c->teams[ti].used[k] += amt[k];
-				c->quotas[ti * c->npools + c->nodes[ni].pool].used[k] += amt[k];
-			}
-		}
+		c->nodes[ni].free_cpus -= col_float(i, 3 + GS_CPU, 0);
+		c->nodes[ni].free_mem -= col_float(i, 3 + GS_MEM, 0);
+		c->nodes[ni].free_net -= col_float(i, 3 + GS_NET, 0);
+		add_use(c, ni, ti, i, 1);
 	}
+}
 
-	/*
-	 * Victims told to stop are leaving: their capacity is held for their
-	 * preemptors already (holds, counted above), so they no longer count in
-	 * their team's, quota's or pool's use. Every round thus sees the same
-	 * shares whether a victim has released yet or not (docs/preemption.md).
-	 * Their nodes' free host resources still count them until they go.
-	 */
+/*
+ * Victims told to stop are leaving: their capacity is held for their
+ * preemptors already (holds, counted above), so they no longer count in
+ * their team's, quota's or pool's use. Every round thus sees the same
+ * shares whether a victim has released yet or not (docs/preemption.md).
+ * Their nodes' free host resources still count them until they go.
+ */
+static void
+load_leaving(GsCluster *c, const IdIndex *nodes, const IdIndex *teams)
+{
+	int			i;
+
 	run("SELECT a.node_id, a.team_id,"
 		"       pg_catalog.sum(a.gpus)::pg_catalog.float8, pg_catalog.sum(a.cpus)::pg_catalog.float8,"
 		"       pg_catalog.sum(a.mem_gb)::pg_catalog.float8, pg_catalog.sum(a.net_gbps)::pg_catalog.float8"
@@ -538,30 +622,24 @@ gs_load_state_ex(bool queue)
 		" GROUP BY a.node_id, a.team_id", SPI_OK_SELECT);
 	for (i = 0; i < (int) SPI_processed; i++)
 	{
-		int			id = col_int(i, 1, 0);
-		int			ni = (id >= 0 && id <= max_id) ? node_by_id[id] : -1;
-		int			tid = col_int(i, 2, 0);
-		int			ti = (tid >= 0 && tid <= max_team) ? team_by_id[tid] : -1;
+		int			ni = id_lookup(nodes, col_int(i, 1, 0));
+		int			ti = id_lookup(teams, col_int(i, 2, 0));
 
 		if (ni < 0)
 			continue;
-		for (k = 0; k < GS_NRES; k++)
-		{
-			double		amt = col_float(i, 3 + k, 0);
-
-			c->pools[c->nodes[ni].pool].used[k] -= amt;
-			if (ti >= 0)
-			{
-				c->teams[ti].used[k] -= amt;
-				c->quotas[ti * c->npools + c->nodes[ni].pool].used[k] -= amt;
-			}
-		}
+		add_use(c, ni, ti, i, -1);
 	}
+}
 
-	/*
-	 * Capacity held for a nominated job replaces its victims' on the same
-	 * node: the host resources both hold there count once (the larger).
-	 */
+/*
+ * Capacity held for a nominated job replaces its victims' on the same
+ * node: the host resources both hold there count once (the larger).
+ */
+static void
+load_hold_overlap(GsCluster *c, const IdIndex *nodes)
+{
+	int			i;
+
 	run("SELECT h.node_id,"
 		"       pg_catalog.sum(LEAST(h.cpus, v.cpus))::pg_catalog.float8,"
 		"       pg_catalog.sum(LEAST(h.mem, v.mem))::pg_catalog.float8,"
@@ -580,8 +658,7 @@ gs_load_state_ex(bool queue)
 		" GROUP BY h.node_id", SPI_OK_SELECT);
 	for (i = 0; i < (int) SPI_processed; i++)
 	{
-		int			id = col_int(i, 1, 0);
-		int			ni = (id >= 0 && id <= max_id) ? node_by_id[id] : -1;
+		int			ni = id_lookup(nodes, col_int(i, 1, 0));
 
 		if (ni < 0)
 			continue;
@@ -589,8 +666,14 @@ gs_load_state_ex(bool queue)
 		c->nodes[ni].free_mem += col_float(i, 3, 0);
 		c->nodes[ni].free_net += col_float(i, 4, 0);
 	}
+}
 
-	/* device slices in use, and capacity held for nominated jobs */
+/* Device slices in use, and capacity held for nominated jobs. */
+static void
+load_slots(GsCluster *c, const IdIndex *nodes)
+{
+	int			i;
+
 	run("SELECT h.node_id, h.slot FROM gangsched.held_slots h"
 		" UNION ALL"
 		" SELECT h.node_id, d OPERATOR(pg_catalog.*) 8 OPERATOR(pg_catalog.+) s"
@@ -600,8 +683,7 @@ gs_load_state_ex(bool queue)
 		SPI_OK_SELECT);
 	for (i = 0; i < (int) SPI_processed; i++)
 	{
-		int			id = col_int(i, 1, 0);
-		int			ni = (id >= 0 && id <= max_id) ? node_by_id[id] : -1;
+		int			ni = id_lookup(nodes, col_int(i, 1, 0));
 		int			slot = col_int(i, 2, 0);
 		int			dev = slot / GS_SLOTS_PER_DEVICE;
 
@@ -610,169 +692,209 @@ gs_load_state_ex(bool queue)
 	}
 	for (i = 0; i < c->nnodes; i++)
 		gs_node_recount(&c->nodes[i]);
+}
+
+/* ---- the queue: pending jobs, their datasets, reclaims ---------------- */
+
+/*
+ * Pending jobs, in no particular order (the order step sorts), streamed
+ * straight from the executor into GsJob structs: no tuplestore copy.
+ * The stored reason is read as its hash (compared with the new one's).
+ */
+static void
+load_jobs(GsState *st, GsCluster *c, const IdIndex *teams)
+{
+	JobReceiver r;
+	StringInfoData sql;
+	int			dcap = 0;
+
+	memset(&r, 0, sizeof(r));
+	r.pub.receiveSlot = job_receive;
+	r.pub.rStartup = job_startup;
+	r.pub.rShutdown = job_shutdown;
+	r.pub.rDestroy = job_destroy;
+	r.pub.mydest = DestNone;
+	r.st = st;
+	r.c = c;
+	r.dcap = &dcap;
+	r.cxt = CurrentMemoryContext;
+	r.teams = teams;
+	r.cap = 1024;
+	st->jobs = palloc0(sizeof(GsJob) * r.cap);
+	initStringInfo(&sql);
+	appendStringInfoString(&sql,
+		"SELECT g.id, g.team_id, g.priority, g.queue_pos, g.workers, g.f_gpus, g.f_cpus,"
+		"       g.f_mem_gb, g.f_net_gbps, g.gpu_model, g.f_gpu_mem_gb, g.pool_id,"
+		"       g.preemptible, g.group_size, g.group_span, g.stages, g.stage_span, g.span,"
+		"       g.dataset,"
+		"       CASE WHEN g.locality OPERATOR(pg_catalog.=) 'required' THEN 2"
+		"            WHEN g.locality OPERATOR(pg_catalog.=) 'preferred' THEN 1 ELSE 0 END,"
+		"       pg_catalog.hashtext(g.reason), g.queued_at,"
+		"       EXTRACT(epoch FROM g.queue_timeout)::pg_catalog.float8,"
+		"       pg_catalog.strpos(g.reason, 'preemption refused: ') OPERATOR(pg_catalog.>) 0");
 	/*
-	 * Pending jobs, in no particular order (the order step sorts), streamed
-	 * straight from the executor into GsJob structs: no tuplestore copy.
-	 * The stored reason is read as its hash (compared with the new one's).
+	 * The attained service of las teams' jobs that have held capacity
+	 * before (requeued: only they have allocations), in the same query:
+	 * one probe of the job's allocations each, closed ones only.
 	 */
-	{
-		JobReceiver r;
-		StringInfoData sql;
+	if (st->las_teams != NULL)
+		appendStringInfo(&sql,
+						 ", CASE WHEN g.requeues OPERATOR(pg_catalog.>) 0"
+						 "        AND g.team_id OPERATOR(pg_catalog.=) ANY ('{%s}'::pg_catalog.int4[])"
+						 "   THEN (SELECT pg_catalog.sum(a.gpus::pg_catalog.float8 OPERATOR(pg_catalog.*)"
+						 "                EXTRACT(epoch FROM pg_catalog.upper(a.during) OPERATOR(pg_catalog.-)"
+						 "                                   pg_catalog.lower(a.during))::pg_catalog.float8)"
+						 "           FROM gangsched.allocations a"
+						 "          WHERE a.job OPERATOR(pg_catalog.=) g.id"
+						 "            AND NOT pg_catalog.upper_inf(a.during)) END",
+						 st->las_teams->data);
+	appendStringInfoString(&sql, "  FROM gangsched.gangs g WHERE g.state OPERATOR(pg_catalog.=) 'pending'");
+	/* the text changes only with the set of las teams: its plan is kept */
+	(void) gs_spi_exec("load", sql.data, 0, NULL, NULL, (DestReceiver *) &r, true, SPI_OK_SELECT);
+	MemoryContextSwitchTo(r.cxt);
+}
 
-		memset(&r, 0, sizeof(r));
-		r.pub.receiveSlot = job_receive;
-		r.pub.rStartup = job_startup;
-		r.pub.rShutdown = job_shutdown;
-		r.pub.rDestroy = job_destroy;
-		r.pub.mydest = DestNone;
-		r.st = st;
-		r.c = c;
-		r.dcap = &dcap;
-		r.cxt = CurrentMemoryContext;
-		r.team_by_id = team_by_id;
-		r.max_team = max_team;
-		r.cap = 1024;
-		st->jobs = palloc0(sizeof(GsJob) * r.cap);
-		initStringInfo(&sql);
-		appendStringInfoString(&sql,
-			"SELECT g.id, g.team_id, g.priority, g.queue_pos, g.workers, g.f_gpus, g.f_cpus,"
-			"       g.f_mem_gb, g.f_net_gbps, g.gpu_model, g.f_gpu_mem_gb, g.pool_id,"
-			"       g.preemptible, g.group_size, g.group_span, g.stages, g.stage_span, g.span,"
-			"       g.dataset,"
-			"       CASE WHEN g.locality OPERATOR(pg_catalog.=) 'required' THEN 2"
-			"            WHEN g.locality OPERATOR(pg_catalog.=) 'preferred' THEN 1 ELSE 0 END,"
-			"       pg_catalog.hashtext(g.reason), g.queued_at,"
-			"       EXTRACT(epoch FROM g.queue_timeout)::pg_catalog.float8,"
-			"       pg_catalog.strpos(g.reason, 'preemption refused: ') OPERATOR(pg_catalog.>) 0");
-		/*
-		 * The attained service of las teams' jobs that have held capacity
-		 * before (requeued: only they have allocations), in the same query:
-		 * one probe of the job's allocations each, closed ones only.
-		 */
-		if (st->las_teams != NULL)
-			appendStringInfo(&sql,
-							 ", CASE WHEN g.requeues OPERATOR(pg_catalog.>) 0"
-							 "        AND g.team_id OPERATOR(pg_catalog.=) ANY ('{%s}'::pg_catalog.int4[])"
-							 "   THEN (SELECT pg_catalog.sum(a.gpus::pg_catalog.float8 OPERATOR(pg_catalog.*)"
-							 "                EXTRACT(epoch FROM pg_catalog.upper(a.during) OPERATOR(pg_catalog.-)"
-							 "                                   pg_catalog.lower(a.during))::pg_catalog.float8)"
-							 "           FROM gangsched.allocations a"
-							 "          WHERE a.job OPERATOR(pg_catalog.=) g.id"
-							 "            AND NOT pg_catalog.upper_inf(a.during)) END",
-							 st->las_teams->data);
-		appendStringInfoString(&sql, "  FROM gangsched.gangs g WHERE g.state OPERATOR(pg_catalog.=) 'pending'");
-		/* the text changes only with the set of las teams: its plan is kept */
-		(void) gs_spi_exec("load", sql.data, 0, NULL, NULL, (DestReceiver *) &r, true, SPI_OK_SELECT);
-		MemoryContextSwitchTo(r.cxt);
-	}
+/* Which nodes cache the datasets pending jobs name. */
+static void
+load_datasets(GsCluster *c, const IdIndex *nodes)
+{
+	int			i,
+				k;
 
-	/* which nodes cache the datasets pending jobs name */
 	c->dataset_nodes = palloc0(sizeof(uint8_t *) * Max(c->ndatasets, 1));
 	for (i = 0; i < c->ndatasets; i++)
 		c->dataset_nodes[i] = palloc0(Max(c->nnodes, 1));
-	if (c->ndatasets > 0)
+	if (c->ndatasets == 0)
+		return;
+	run("SELECT d.dataset, d.node_id FROM gangsched.datasets d"
+		" WHERE d.dataset OPERATOR(pg_catalog.=) ANY"
+		"       (SELECT g.dataset FROM gangsched.gangs g"
+		"         WHERE g.state OPERATOR(pg_catalog.=) 'pending' AND g.dataset IS NOT NULL)", SPI_OK_SELECT);
+	for (i = 0; i < (int) SPI_processed; i++)
 	{
-		run("SELECT d.dataset, d.node_id FROM gangsched.datasets d"
-			" WHERE d.dataset OPERATOR(pg_catalog.=) ANY"
-			"       (SELECT g.dataset FROM gangsched.gangs g"
-			"         WHERE g.state OPERATOR(pg_catalog.=) 'pending' AND g.dataset IS NOT NULL)", SPI_OK_SELECT);
-		for (i = 0; i < (int) SPI_processed; i++)
-		{
-			char	   *ds = col_text(i, 1);
-			int			id = col_int(i, 2, 0);
-			int			ni = (id >= 0 && id <= max_id) ? node_by_id[id] : -1;
+		char	   *ds = col_text(i, 1);
+		int			ni = id_lookup(nodes, col_int(i, 2, 0));
 
-			for (k = 0; k < c->ndatasets; k++)
-				if (strcmp(c->datasets[k], ds) == 0 && ni >= 0)
-					c->dataset_nodes[k][ni] = 1;
-		}
+		for (k = 0; k < c->ndatasets; k++)
+			if (strcmp(c->datasets[k], ds) == 0 && ni >= 0)
+				c->dataset_nodes[k][ni] = 1;
 	}
+}
 
-	/*
-	 * Anti-thrash (docs/preemption.md): for each pending job whose last
-	 * preemption was a reclaim, the team that reclaimed (its preemptor's).
-	 */
+typedef struct ReclaimEntry
+{
+	int64		job;			/* the key */
+	int			tix;			/* the reclaiming team's index, -1 unknown */
+} ReclaimEntry;
+
+/*
+ * Anti-thrash (docs/preemption.md): for each pending job whose last
+ * preemption was a reclaim, the team that reclaimed (its preemptor's).
+ */
+static void
+load_reclaims(GsState *st, const IdIndex *teams)
+{
+	HTAB	   *byid;
+	int			nrows,
+				i;
+
 	for (i = 0; i < st->njobs; i++)
 		st->jobs[i].reclaimed_by = -1;
-	run("SELECT x.job, x.team_id"
-		"  FROM (SELECT DISTINCT ON (e.job) e.job, p.team_id, e.reason"
-		"          FROM gangsched.gangs g"
-		"          JOIN gangsched.events e"
-		"            ON e.job OPERATOR(pg_catalog.=) g.id AND e.kind OPERATOR(pg_catalog.=) 'preempting'"
-		"          JOIN gangsched.gangs p"
-		"            ON p.id OPERATOR(pg_catalog.=) (e.detail OPERATOR(pg_catalog.->>) 'for')::pg_catalog.int8"
-		"         WHERE g.state OPERATOR(pg_catalog.=) 'pending' AND g.preemptions OPERATOR(pg_catalog.>) 0"
-		"         ORDER BY e.job, e.id DESC) x"
-		" WHERE pg_catalog.strpos(x.reason, '(reclaim)') OPERATOR(pg_catalog.>) 0", SPI_OK_SELECT);
-	if (SPI_processed > 0)
+	/*
+	 * One probe of events_preempting_idx per pending job that was ever
+	 * preempted: its last "preempting" event. (A join over all of those
+	 * jobs' events cost 5-9 ms a round once a contended week had piled
+	 * them up.)
+	 */
+	run("SELECT g.id, p.team_id"
+		"  FROM gangsched.gangs g"
+		"  CROSS JOIN LATERAL"
+		"       (SELECT e.detail, e.reason FROM gangsched.events e"
+		"         WHERE e.job OPERATOR(pg_catalog.=) g.id AND e.kind OPERATOR(pg_catalog.=) 'preempting'"
+		"         ORDER BY e.id DESC LIMIT 1) e"
+		"  JOIN gangsched.gangs p"
+		"    ON p.id OPERATOR(pg_catalog.=) (e.detail OPERATOR(pg_catalog.->>) 'for')::pg_catalog.int8"
+		" WHERE g.state OPERATOR(pg_catalog.=) 'pending' AND g.preemptions OPERATOR(pg_catalog.>) 0"
+		"   AND pg_catalog.strpos(e.reason, '(reclaim)') OPERATOR(pg_catalog.>) 0", SPI_OK_SELECT);
+	nrows = (int) SPI_processed;
+	if (nrows == 0)
+		return;
+	byid = job_hash("gangsched reclaimed jobs", nrows, sizeof(ReclaimEntry));
+	for (i = 0; i < nrows; i++)
 	{
-		HASHCTL		ctl;
-		HTAB	   *byid;
-		int			nrows = (int) SPI_processed;
+		bool		isnull,
+					found;
+		int64		jid = DatumGetInt64(col(i, 1, &isnull));
+		ReclaimEntry *e = hash_search(byid, &jid, HASH_ENTER, &found);
 
-		memset(&ctl, 0, sizeof(ctl));
-		ctl.keysize = sizeof(int64);
-		ctl.entrysize = sizeof(int64) + sizeof(int);
-		ctl.hcxt = CurrentMemoryContext;
-		byid = hash_create("gangsched reclaimed jobs", Max(nrows, 16), &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-		for (i = 0; i < nrows; i++)
-		{
-			bool		isnull,
-						found;
-			int64		jid = DatumGetInt64(col(i, 1, &isnull));
-			int			tid = col_int(i, 2, 0);
-			void	   *e = hash_search(byid, &jid, HASH_ENTER, &found);
-
-			*(int *) ((char *) e + sizeof(int64)) = (tid >= 0 && tid <= max_team) ? team_by_id[tid] : -1;
-		}
-		for (i = 0; i < st->njobs; i++)
-		{
-			bool		found;
-			void	   *e = hash_search(byid, &st->jobs[i].id, HASH_FIND, &found);
-
-			if (found)
-				st->jobs[i].reclaimed_by = *(int *) ((char *) e + sizeof(int64));
-		}
+		e->tix = id_lookup(teams, col_int(i, 2, 0));
 	}
-	return st;
+	for (i = 0; i < st->njobs; i++)
+	{
+		bool		found;
+		ReclaimEntry *e = hash_search(byid, &st->jobs[i].id, HASH_FIND, &found);
+
+		if (found)
+			st->jobs[i].reclaimed_by = e->tix;
+	}
+}
+
+GsState *
+gs_load_state(void)
+{
+	return gs_load_state_ex(true);
 }
 
 /*
- * Jobs that hold capacity now (placed or running) with their allocations:
- * the candidates for preemption. Two set-based queries, run only in a round
- * where some job could not be placed.
+ * The inventory (levels, pools, nodes, teams, quotas, capacity); with
+ * queue, also what is held now and the pending jobs with what they ask for.
  */
-void
-gs_load_running(GsState *st)
+GsState *
+gs_load_state_ex(bool queue)
+{
+	GsState    *st = palloc0(sizeof(GsState));
+	GsCluster  *c = palloc0(sizeof(GsCluster));
+	IdIndex		nodes,
+				teams;
+
+	st->cluster = c;
+	load_levels(c);
+	load_pools(c);
+	load_nodes(c);
+	nodes = node_index(c);
+	load_teams(st, c, queue);
+	teams = team_index(c);
+	load_quotas(c, &teams);
+	sum_capacity(c);
+	if (!queue)
+		return st;
+
+	load_usage(c, &nodes, &teams);
+	load_leaving(c, &nodes, &teams);
+	load_hold_overlap(c, &nodes);
+	load_slots(c, &nodes);
+	load_jobs(st, c, &teams);
+	load_datasets(c, &nodes);
+	load_reclaims(st, &teams);
+	return st;
+}
+
+/* ---- the jobs holding capacity, for preemption ------------------------ */
+
+typedef struct RunningEntry
+{
+	int64		job;			/* the key */
+	GsRunning  *r;
+} RunningEntry;
+
+/* The jobs placed or running (one row each), into st->running; byjob finds them by id. */
+static void
+load_running_jobs(GsState *st, const IdIndex *teams, HTAB **byjob)
 {
 	GsCluster  *c = st->cluster;
-	int			i,
-				k,
-				max_id = 0,
-				max_team = 0;
-	int		   *node_by_id;
-	int		   *team_by_id;
-	HTAB	   *byjob;
-	HASHCTL		ctl;
 	StringInfoData sql;
-
-	if (st->running_loaded)
-		return;
-	st->running_loaded = true;
-	for (i = 0; i < c->nnodes; i++)
-		max_id = Max(max_id, c->nodes[i].id);
-	node_by_id = palloc(sizeof(int) * (max_id + 1));
-	for (i = 0; i <= max_id; i++)
-		node_by_id[i] = -1;
-	for (i = 0; i < c->nnodes; i++)
-		node_by_id[c->nodes[i].id] = i;
-	for (i = 0; i < c->nteams; i++)
-		max_team = Max(max_team, c->teams[i].id);
-	team_by_id = palloc(sizeof(int) * (max_team + 1));
-	for (i = 0; i <= max_team; i++)
-		team_by_id[i] = -1;
-	for (i = 0; i < c->nteams; i++)
-		team_by_id[c->teams[i].id] = i;
+	int			i,
+				k;
 
 	initStringInfo(&sql);
 	appendStringInfoString(&sql,
@@ -800,22 +922,16 @@ gs_load_running(GsState *st)
 	(void) gs_spi_exec("load", sql.data, 0, NULL, NULL, NULL, st->las_teams == NULL, SPI_OK_SELECT);
 	st->nrunning = (int) SPI_processed;
 	st->running = palloc0(sizeof(GsRunning) * Max(st->nrunning, 1));
-	memset(&ctl, 0, sizeof(ctl));
-	ctl.keysize = sizeof(int64);
-	ctl.entrysize = sizeof(int64) + sizeof(void *);
-	ctl.hcxt = CurrentMemoryContext;
-	byjob = hash_create("gangsched running jobs", Max(st->nrunning, 16), &ctl,
-						HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	*byjob = job_hash("gangsched running jobs", st->nrunning, sizeof(RunningEntry));
 	for (i = 0; i < st->nrunning; i++)
 	{
 		GsRunning  *r = &st->running[i];
-		int			tid = col_int(i, 2, 0);
 		bool		found;
-		GsRunning **slot;
+		RunningEntry *e;
 		bool		isnull;
 
 		r->id = DatumGetInt64(col(i, 1, &isnull));
-		r->tix = (tid >= 0 && tid <= max_team) ? team_by_id[tid] : -1;
+		r->tix = id_lookup(teams, col_int(i, 2, 0));
 		r->priority = col_int(i, 3, 0);
 		r->preemptible = col_bool(i, 4);
 		r->borrowed = col_bool(i, 5);
@@ -833,13 +949,20 @@ gs_load_running(GsState *st)
 		}
 		r->allocs = palloc0(sizeof(GsAlloc) * r->nalloc_cap);
 		r->pool = -1;
-		slot = hash_search(byjob, &r->id, HASH_ENTER, &found);
-		*(GsRunning **) ((char *) slot + sizeof(int64)) = r;
+		e = hash_search(*byjob, &r->id, HASH_ENTER, &found);
+		e->r = r;
 	}
-	/*
-	 * Every current allocation, matched to the jobs above in C: no join for
-	 * the planner to get wrong when statistics lag behind a big round.
-	 */
+}
+
+/*
+ * Every current allocation, matched to the jobs above in C: no join for
+ * the planner to get wrong when statistics lag behind a big round.
+ */
+static void
+load_running_allocs(GsCluster *c, const IdIndex *nodes, HTAB *byjob)
+{
+	int			i;
+
 	run("SELECT a.job, a.node_id, a.devices, a.first_slice, a.slices,"
 		"       a.cpus::pg_catalog.float8, a.mem_gb::pg_catalog.float8, a.net_gbps::pg_catalog.float8"
 		"  FROM gangsched.allocations a WHERE pg_catalog.upper_inf(a.during)", SPI_OK_SELECT);
@@ -848,8 +971,7 @@ gs_load_running(GsState *st)
 		bool		isnull,
 					found;
 		int64		jid = DatumGetInt64(col(i, 1, &isnull));
-		int			nid = col_int(i, 2, 0);
-		void	   *e = hash_search(byjob, &jid, HASH_FIND, &found);
+		RunningEntry *e = hash_search(byjob, &jid, HASH_FIND, &found);
 		GsRunning  *r;
 		GsAlloc    *a;
 		ArrayType  *arr;
@@ -859,11 +981,11 @@ gs_load_running(GsState *st)
 
 		if (!found)
 			continue;
-		r = *(GsRunning **) ((char *) e + sizeof(int64));
+		r = e->r;
 		if (r->nalloc >= r->nalloc_cap)
 			continue;			/* more allocations than workers: check_invariants reports it */
 		a = &r->allocs[r->nalloc++];
-		a->node = (nid >= 0 && nid <= max_id) ? node_by_id[nid] : -1;
+		a->node = id_lookup(nodes, col_int(i, 2, 0));
 		if (a->node >= 0)
 			r->pool = c->nodes[a->node].pool;
 		arr = DatumGetArrayTypeP(col(i, 3, &isnull));
@@ -879,4 +1001,25 @@ gs_load_running(GsState *st)
 		a->mem = col_float(i, 7, 0);
 		a->net = col_float(i, 8, 0);
 	}
+}
+
+/*
+ * Jobs that hold capacity now (placed or running) with their allocations:
+ * the candidates for preemption. Two set-based queries, run only in a round
+ * where some job could not be placed.
+ */
+void
+gs_load_running(GsState *st)
+{
+	IdIndex		nodes,
+				teams;
+	HTAB	   *byjob;
+
+	if (st->running_loaded)
+		return;
+	st->running_loaded = true;
+	nodes = node_index(st->cluster);
+	teams = team_index(st->cluster);
+	load_running_jobs(st, &teams, &byjob);
+	load_running_allocs(st->cluster, &nodes, byjob);
 }

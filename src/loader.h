@@ -6,20 +6,6 @@
 
 #include "model.h"
 
-typedef struct GsState
-{
-	GsCluster  *cluster;
-	int			njobs;
-	GsJob	   *jobs;			/* pending jobs, in the order loaded */
-	/* jobs holding capacity, loaded on first need (preemption) */
-	bool		running_loaded;
-	int			nrunning;
-	GsRunning  *running;
-	int64_t		now;			/* the scheduler's clock for this round */
-	struct StringInfoData *las_teams;	/* ids of las teams ("1,4"), NULL when none */
-	void		(*load_running) (struct GsState *st);	/* SPI edge, set by the caller */
-} GsState;
-
 /* Load the jobs holding capacity with their allocations (SPI connected). */
 extern void gs_load_running(GsState *st);
 

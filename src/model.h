@@ -244,4 +244,24 @@ typedef struct GsJob
 	const char *reason;			/* why it waits (stable text), when not placed */
 } GsJob;
 
+/*
+ * Everything a round decides on: the cluster, the pending jobs and, loaded
+ * on first need, the jobs holding capacity. Filled by the SPI edge
+ * (loader.c); the algorithm files decide on it, and call load_running
+ * when a victim search needs the jobs holding capacity.
+ */
+typedef struct GsState
+{
+	GsCluster  *cluster;
+	int			njobs;
+	GsJob	   *jobs;			/* pending jobs, in the order loaded */
+	/* jobs holding capacity, loaded on first need (preemption) */
+	bool		running_loaded;
+	int			nrunning;
+	GsRunning  *running;
+	int64_t		now;			/* the scheduler's clock for this round */
+	struct StringInfoData *las_teams;	/* ids of las teams ("1,4"), NULL when none */
+	void		(*load_running) (struct GsState *st);	/* SPI edge, set by the caller */
+} GsState;
+
 #endif							/* GANGSCHED_MODEL_H */

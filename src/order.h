@@ -10,7 +10,7 @@
 #ifndef GANGSCHED_ORDER_H
 #define GANGSCHED_ORDER_H
 
-#include "loader.h"
+#include "model.h"
 
 typedef enum GsOrderPolicy
 {

@@ -8,7 +8,7 @@
 #ifndef GANGSCHED_PREEMPT_H
 #define GANGSCHED_PREEMPT_H
 
-#include "loader.h"
+#include "model.h"
 #include "placement.h"
 
 /* gangsched.fair_preemption */

@@ -1,5 +1,5 @@
 /*
- * round.h — the scheduling round's SQL face (run_round, why_pending).
+ * round.h — the scheduling round's SQL face (run_round; why_pending is why.c's).
  */
 #ifndef GANGSCHED_ROUND_H
 #define GANGSCHED_ROUND_H

@@ -5,7 +5,7 @@
 #ifndef GANGSCHED_SCHEDULE_H
 #define GANGSCHED_SCHEDULE_H
 
-#include "loader.h"
+#include "model.h"
 #include "placement.h"
 
 typedef struct GsDecision

@@ -379,27 +379,109 @@ gs_wait_for_database(void)
 	}
 }
 
-void
-gs_worker_main(Datum arg)
+/*
+ * Log what stopped a round (edata, copied out of the error): a lock the
+ * round waited for too long, or any other error with its SQLSTATE, detail
+ * and context. True for the lock: the caller then ends the sessions that
+ * block rounds.
+ */
+static bool
+log_failed_round(ErrorData *edata)
 {
-	MemoryContext loopcxt;
-	volatile bool warned_missing = false;
+	if (edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
+	{
+		ereport(LOG,
+				(errmsg("gangsched scheduler round gave up waiting for a lock: %s", edata->message),
+				 errdetail("A transaction held a lock the round needs for longer than gangsched.round_lock_timeout (%d ms).",
+						   gs_round_lock_timeout_ms),
+				 errhint("The worker ends tenant sessions that hold such locks; the next round retries.")));
+		return true;
+	}
+	ereport(LOG,
+			(errmsg("gangsched scheduler round failed: %s (SQLSTATE %s)", edata->message,
+					unpack_sql_state(edata->sqlerrcode)),
+			 edata->detail ? errdetail_internal("%s", edata->detail) : 0,
+			 edata->context ? errcontext("%s", edata->context) : 0,
+			 errhint("The worker goes on; the next round runs after gangsched.round_interval.")));
+	return false;
+}
+
+/*
+ * Say once why rounds wait (no extension, or one at another version); true
+ * when the round ran. *warned_missing is set while rounds wait.
+ */
+static bool
+note_round(GsWorkerRound r, const char *installed, volatile bool *warned_missing)
+{
+	if (r == GS_ROUND_NO_EXTENSION && !*warned_missing)
+	{
+		ereport(LOG, (errmsg("gangsched scheduler worker waits: extension gangsched is not installed in database \"%s\"",
+							 gs_database)));
+		*warned_missing = true;
+	}
+	else if (r == GS_ROUND_OLD_CATALOG && !*warned_missing)
+	{
+		ereport(LOG,
+				(errmsg("gangsched scheduler worker waits: gangsched in database \"%s\" is version %s, its library is version %s",
+						gs_database, installed, gs_library_version()),
+				 errhint("Run ALTER EXTENSION gangsched UPDATE in that database (docs/upgrade.md); rounds resume at once.")));
+		*warned_missing = true;
+	}
+	else if (r == GS_ROUND_RAN)
+	{
+		*warned_missing = false;
+		return true;
+	}
+	return false;
+}
+
+/*
+ * One turn of the loop: a round (an error in it logged and survived), then
+ * the metrics' fold after a round that ran, or the end of the sessions that
+ * blocked it; everything allocated in loopcxt, reset after.
+ */
+static void
+worker_turn(MemoryContext loopcxt, volatile bool *warned_missing)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(loopcxt);
 	volatile bool lock_timed_out = false;
 	volatile bool round_ran = false;
 
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, die);
-	BackgroundWorkerUnblockSignals();
-
-	gs_note_heard_since();
-	if (gs_database == NULL || gs_database[0] == '\0')
+	PG_TRY();
 	{
-		ereport(LOG,
-				(errmsg("gangsched scheduler worker is not started: gangsched.database is not set"),
-				 errhint("Set gangsched.database to the database where gangsched is installed, or drive rounds with pg_cron.")));
-		proc_exit(0);			/* exit code 0: not restarted */
-	}
+		char	   *installed = NULL;
+		GsWorkerRound r = gs_worker_round(&installed);
 
+		round_ran = note_round(r, installed, warned_missing);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(loopcxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		lock_timed_out = log_failed_round(edata);
+		FreeErrorData(edata);
+		pgstat_report_activity(STATE_IDLE, NULL);
+	}
+	PG_END_TRY();
+	if (lock_timed_out)
+		end_blocking_tenants();
+	else if (round_ran)
+		metrics_fold();
+	MemoryContextSwitchTo(oldcxt);
+	MemoryContextReset(loopcxt);
+}
+
+/*
+ * Connect to gangsched.database (after waiting for it, if the last attempt
+ * found none) and make the worker known in shared memory.
+ */
+static void
+worker_connect(void)
+{
 	/*
 	 * The last attempt found no such database: wait for it connected to no
 	 * database (shared catalogs only, nothing a DROP DATABASE would wait
@@ -420,7 +502,27 @@ gs_worker_main(Datum arg)
 	pg_atomic_write_u32(&gs_shared->procno, MyProc->pgprocno + 1);
 	before_shmem_exit(gs_worker_detach, (Datum) 0);
 	ereport(LOG, (errmsg("gangsched scheduler worker started in database \"%s\"", gs_database)));
+}
 
+void
+gs_worker_main(Datum arg)
+{
+	MemoryContext loopcxt;
+	volatile bool warned_missing = false;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+
+	gs_note_heard_since();
+	if (gs_database == NULL || gs_database[0] == '\0')
+	{
+		ereport(LOG,
+				(errmsg("gangsched scheduler worker is not started: gangsched.database is not set"),
+				 errhint("Set gangsched.database to the database where gangsched is installed, or drive rounds with pg_cron.")));
+		proc_exit(0);			/* exit code 0: not restarted */
+	}
+	worker_connect();
 	loopcxt = AllocSetContextCreate(TopMemoryContext, "gangsched worker loop", ALLOCSET_DEFAULT_SIZES);
 
 	for (;;)
@@ -433,75 +535,8 @@ gs_worker_main(Datum arg)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 		}
-
 		if (gs_enabled && !RecoveryInProgress())
-		{
-			MemoryContext oldcxt = MemoryContextSwitchTo(loopcxt);
-
-			round_ran = false;
-			PG_TRY();
-			{
-				char	   *installed = NULL;
-				GsWorkerRound r = gs_worker_round(&installed);
-
-				if (r == GS_ROUND_NO_EXTENSION && !warned_missing)
-				{
-					ereport(LOG, (errmsg("gangsched scheduler worker waits: extension gangsched is not installed in database \"%s\"",
-										 gs_database)));
-					warned_missing = true;
-				}
-				else if (r == GS_ROUND_OLD_CATALOG && !warned_missing)
-				{
-					ereport(LOG,
-							(errmsg("gangsched scheduler worker waits: gangsched in database \"%s\" is version %s, its library is version %s",
-									gs_database, installed, gs_library_version()),
-							 errhint("Run ALTER EXTENSION gangsched UPDATE in that database (docs/upgrade.md); rounds resume at once.")));
-					warned_missing = true;
-				}
-				else if (r == GS_ROUND_RAN)
-				{
-					warned_missing = false;
-					round_ran = true;
-				}
-			}
-			PG_CATCH();
-			{
-				ErrorData  *edata;
-
-				MemoryContextSwitchTo(loopcxt);
-				edata = CopyErrorData();
-				FlushErrorState();
-				AbortCurrentTransaction();
-				if (edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
-				{
-					ereport(LOG,
-							(errmsg("gangsched scheduler round gave up waiting for a lock: %s", edata->message),
-							 errdetail("A transaction held a lock the round needs for longer than gangsched.round_lock_timeout (%d ms).",
-									   gs_round_lock_timeout_ms),
-							 errhint("The worker ends tenant sessions that hold such locks; the next round retries.")));
-					lock_timed_out = true;
-				}
-				else
-					ereport(LOG,
-							(errmsg("gangsched scheduler round failed: %s (SQLSTATE %s)", edata->message,
-									unpack_sql_state(edata->sqlerrcode)),
-							 edata->detail ? errdetail_internal("%s", edata->detail) : 0,
-							 edata->context ? errcontext("%s", edata->context) : 0,
-							 errhint("The worker goes on; the next round runs after gangsched.round_interval.")));
-				FreeErrorData(edata);
-				pgstat_report_activity(STATE_IDLE, NULL);
-			}
-			PG_END_TRY();
-			if (lock_timed_out)
-			{
-				lock_timed_out = false;
-				end_blocking_tenants();
-			}
-			else if (round_ran)
-				metrics_fold();
-			MemoryContextSwitchTo(oldcxt);
-			MemoryContextReset(loopcxt);
-		}
+			worker_turn(loopcxt, &warned_missing);
 
 		/* while the extension is missing, look for it every 200 ms */
 		rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,

@@ -293,6 +293,9 @@ CREATE TABLE gangsched.events (
 );
 CREATE INDEX events_job_idx ON gangsched.events (job) WHERE job IS NOT NULL;
 CREATE INDEX events_at_idx ON gangsched.events USING brin (at);
+-- Each job's last preemption, read by every round for the anti-thrash rule
+-- (docs/preemption.md): one probe per pending job that was ever preempted.
+CREATE INDEX events_preempting_idx ON gangsched.events (job, id) WHERE kind = 'preempting';
 CREATE TRIGGER events_append_only
     BEFORE UPDATE OR DELETE OR TRUNCATE ON gangsched.events FOR EACH STATEMENT
     EXECUTE FUNCTION gangsched._append_only();

@@ -1476,6 +1476,9 @@ SELECT r.team, r.pool, r.weight, r.nominal_gpus, r.nominal_cpus, r.nominal_mem_g
  ORDER BY r.pool, r.team;
 
 -- ---------------------------------------------------------------------
+-- Round and agent-call speed (issue 12: the contended replay's rounds)
+-- ---------------------------------------------------------------------
+CREATE INDEX events_preempting_idx ON gangsched.events (job, id) WHERE kind = 'preempting';
 -- Team administration (issue 15): set_team_weight, remove_team,
 -- remove_quota, close_team / open_team
 -- ---------------------------------------------------------------------

@@ -104,6 +104,11 @@ $node->safe_psql('postgres',
 my $job2 = $node->safe_psql('postgres', "SELECT gangsched.submit('t', 1, 1, name => 'blocked')");
 $node->wait_for_log(qr/gangsched scheduler round failed: .*test_no_placing.* \(SQLSTATE 23514\)/, $log_offset);
 pass('an error inside a round is logged, with its SQLSTATE');
+# the log line's CONTEXT names the statement of the round that failed
+like(
+	slurp_file($node->logfile, $log_offset),
+	qr/round failed: [^\n]*\(SQLSTATE 23514\)\n(?:[^\n]*\n){0,3}?[^\n]*CONTEXT:  SQL statement "WITH p AS \(/,
+	'and with its context: the statement that failed');
 is($node->safe_psql('postgres', "SELECT state FROM gangsched.jobs WHERE job = $job2"),
 	'pending', 'the failed round changed nothing');
 is( $node->safe_psql(
