@@ -104,16 +104,17 @@ SELECT placed, preempted FROM gangsched.run_round();
 SELECT count(*) FILTER (WHERE state = 'preempting') AS a_preempting FROM gangsched.jobs WHERE team = 'a';
 
 -- a portal may call none of these
-CREATE ROLE gs56_portal LOGIN;
-GRANT gangsched_portal TO gs56_portal;
-SELECT gangsched.add_member('gs56_portal', 'a');
-SET ROLE gs56_portal;
+CREATE ROLE gs37_portal LOGIN;
+GRANT gangsched_portal TO gs37_portal;
+SELECT gangsched.add_member('gs37_portal', 'a');
+SET ROLE gs37_portal;
 SELECT gangsched.close_team('b');
 SELECT gangsched.set_team_weight('a', 100);
 SELECT gangsched.remove_quota('b', 'main');
 SELECT gangsched.remove_team('a');
 RESET ROLE;
-DROP OWNED BY gs56_portal;
-DROP ROLE gs56_portal;
+DROP OWNED BY gs37_portal;
+DROP ROLE gs37_portal;
 
 SELECT * FROM gangsched.check_invariants();
+DROP EXTENSION gangsched CASCADE;
