@@ -449,10 +449,12 @@ load_teams(GsState *st, GsCluster *c, bool queue)
 
 	if (queue)
 		run("SELECT id, weight::pg_catalog.float8, name,"
-			"       COALESCE(team_order, pg_catalog.current_setting('gangsched.team_order')) OPERATOR(pg_catalog.=) 'las'"
+			"       COALESCE(team_order, pg_catalog.current_setting('gangsched.team_order')) OPERATOR(pg_catalog.=) 'las',"
+			"       closed_at IS NOT NULL, closed_reason"
 			"  FROM gangsched.teams ORDER BY id", SPI_OK_SELECT);
 	else
-		run("SELECT id, weight::pg_catalog.float8, name, false FROM gangsched.teams ORDER BY id", SPI_OK_SELECT);
+		run("SELECT id, weight::pg_catalog.float8, name, false, false, NULL::pg_catalog.text FROM gangsched.teams ORDER BY id",
+			SPI_OK_SELECT);
 	c->nteams = (int) SPI_processed;
 	c->teams = palloc0(sizeof(GsTeam) * Max(c->nteams, 1));
 	for (i = 0; i < c->nteams; i++)
@@ -461,6 +463,8 @@ load_teams(GsState *st, GsCluster *c, bool queue)
 		c->teams[i].weight = col_float(i, 2, 1);
 		c->teams[i].name = col_text(i, 3);
 		c->teams[i].las = col_bool(i, 4);
+		c->teams[i].closed = col_bool(i, 5);
+		c->teams[i].closed_reason = c->teams[i].closed ? col_text(i, 6) : NULL;
 		if (c->teams[i].las)
 		{
 			if (st->las_teams == NULL)

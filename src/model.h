@@ -83,6 +83,8 @@ typedef struct GsTeam
 	const char *name;
 	double		used[GS_NRES];	/* over all pools */
 	bool		las;			/* its jobs in least-attained-service order (las.h) */
+	bool		closed;			/* close_team(): its pending jobs are not tried */
+	const char *closed_reason;	/* NULL when none was given */
 } GsTeam;
 
 typedef struct GsNode

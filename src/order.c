@@ -161,6 +161,25 @@ las_reslot(GsState *st, GsJob **global, int n)
 		}
 }
 
+/*
+ * A closed team's pending jobs (close_team()) are never tried, so they
+ * neither run nor preempt: they keep their place after the tried ones, with
+ * a reason that says why. Their queue timeout still applies.
+ */
+static bool
+team_closed(GsCluster *c, GsJob *j)
+{
+	const GsTeam *t;
+
+	if (j->tix < 0 || !c->teams[j->tix].closed)
+		return false;
+	t = &c->teams[j->tix];
+	j->reason = t->closed_reason != NULL
+		? psprintf("team %s is closed to new work: %s", t->name, t->closed_reason)
+		: psprintf("team %s is closed to new work", t->name);
+	return true;
+}
+
 GsOrder *
 gs_order_begin(GsState *st, GsOrderPolicy policy)
 {
@@ -203,6 +222,8 @@ gs_order_begin(GsState *st, GsOrderPolicy policy)
 		GsJob	   *j = o->global[i];
 		int			t = (j->tix >= 0) ? j->tix : c->nteams;
 
+		if (team_closed(c, j))
+			continue;
 		o->tq[t].n++;
 	}
 	for (i = 0; i < o->nq; i++)
@@ -216,6 +237,8 @@ gs_order_begin(GsState *st, GsOrderPolicy policy)
 		GsJob	   *j = o->global[i];
 		int			t = (j->tix >= 0) ? j->tix : c->nteams;
 
+		if (j->tix >= 0 && c->teams[j->tix].closed)
+			continue;
 		o->tq[t].jobs[o->tq[t].n++] = j;
 	}
 	return o;
@@ -465,7 +488,7 @@ next_priority(GsOrder *o)
 		GsJob	   *j = o->global[o->gcur++];
 		char	   *why;
 
-		if (j->expiring)
+		if (j->expiring || (j->tix >= 0 && c->teams[j->tix].closed))
 			continue;
 		why = NULL;
 		j->pool_mask = gs_guaranteed_pools(c, j);

@@ -48,10 +48,17 @@ DECLARE
     n       int;
 BEGIN
     SELECT t.name, t.max_pending, t.max_workers_per_gang, c.pending, c.upto, c.counted_at,
-           (SELECT s.last_value FROM gangsched.queue_position_seq s) AS seq
+           (SELECT s.last_value FROM gangsched.queue_position_seq s) AS seq, t.closed_at, t.closed_reason
       INTO r
       FROM gangsched.teams t LEFT JOIN gangsched.team_pending c ON c.team_id = t.id
      WHERE t.id = tid;
+    IF r.closed_at IS NOT NULL THEN
+        RAISE EXCEPTION 'team "%" is closed to new work', r.name
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = format('Closed at %s%s. Its queued jobs stay queued and are not placed; its running jobs run on.',
+                                  r.closed_at, COALESCE(': ' || r.closed_reason, '')),
+                  HINT = format('Ask the operator to reopen it with gangsched.open_team(%L).', r.name);
+    END IF;
     wlim := COALESCE(r.max_workers_per_gang,
                      pg_catalog.current_setting('gangsched.max_workers_per_gang', true)::int, 4096);
     IF workers > wlim THEN

@@ -212,17 +212,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value', HINT = 'Name the team, for example ''vision''.';
     END IF;
     PERFORM gangsched._check_name(name, 'team name');
-    IF weight IS NULL OR weight = 'NaN'::numeric OR weight <= 0 OR weight = 'Infinity'::numeric THEN
-        RAISE EXCEPTION 'team weight must be a finite number > 0, not %', weight
-            USING ERRCODE = 'numeric_value_out_of_range',
-                  HINT = 'Use 1 for an equal share; a team of weight 2 gets twice the dominant share.';
-    END IF;
-    IF weight < 0.000001 OR weight > 1000000 THEN
-        RAISE EXCEPTION 'team weight must be between 0.000001 and 1000000, not %', btrim(to_char(weight, '9.999EEEE'))
-            USING ERRCODE = 'numeric_value_out_of_range',
-                  DETAIL = 'Weights are compared as ratios; they need not be large or small.',
-                  HINT = 'Use 1 for an equal share; a team of weight 2 gets twice the dominant share.';
-    END IF;
+    PERFORM gangsched._check_weight(weight);
     IF EXISTS (SELECT FROM gangsched.teams t WHERE t.name = add_team.name) THEN
         RAISE EXCEPTION 'team "%" already exists', name
             USING ERRCODE = 'unique_violation', HINT = 'Choose another name or use the existing team.';

@@ -2147,3 +2147,199 @@ END $$;
 -- Round and agent-call speed (issue 12: the contended replay's rounds)
 -- ---------------------------------------------------------------------
 CREATE INDEX events_preempting_idx ON gangsched.events (job, id) WHERE kind = 'preempting';
+-- Team administration (issue 15): set_team_weight, remove_team,
+-- remove_quota, close_team / open_team
+-- ---------------------------------------------------------------------
+ALTER TABLE gangsched.teams
+    ADD COLUMN closed_at     timestamptz,
+    ADD COLUMN closed_reason text;
+
+-- The weight rule of add_team() and set_team_weight().
+CREATE FUNCTION gangsched._check_weight(weight numeric) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF weight IS NULL OR weight = 'NaN'::numeric OR weight <= 0 OR weight = 'Infinity'::numeric THEN
+        RAISE EXCEPTION 'team weight must be a finite number > 0, not %', weight
+            USING ERRCODE = 'numeric_value_out_of_range',
+                  HINT = 'Use 1 for an equal share; a team of weight 2 gets twice the dominant share.';
+    END IF;
+    IF weight < 0.000001 OR weight > 1000000 THEN
+        RAISE EXCEPTION 'team weight must be between 0.000001 and 1000000, not %', btrim(to_char(weight, '9.999EEEE'))
+            USING ERRCODE = 'numeric_value_out_of_range',
+                  DETAIL = 'Weights are compared as ratios; they need not be large or small.',
+                  HINT = 'Use 1 for an equal share; a team of weight 2 gets twice the dominant share.';
+    END IF;
+END $$;
+
+-- The next round orders teams by the new weight; nothing is preempted
+-- for the change itself (a fair-share preemption may follow, by the usual
+-- rule, if the new split leaves a team below its share).
+CREATE FUNCTION gangsched.set_team_weight(team text, weight numeric) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    tid int := gangsched._team_id(team);
+    old numeric;
+BEGIN
+    PERFORM gangsched._check_weight(weight);
+    SELECT t.weight INTO old FROM gangsched.teams t WHERE t.id = tid FOR UPDATE;
+    UPDATE gangsched.teams t SET weight = set_team_weight.weight WHERE t.id = tid;
+    PERFORM gangsched._event('team', NULL, NULL, tid, 'team weight set',
+                             jsonb_build_object('team', team, 'weight', weight, 'was', old));
+    PERFORM gangsched._wake();
+END $$;
+
+-- Remove a team that has no jobs at all: live ones must end first, and
+-- finished ones stay (the history refers to the team) until
+-- archive_history() has moved them. Its quotas and portal bindings go
+-- with it; its events stay.
+CREATE FUNCTION gangsched.remove_team(team text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    tid  int := gangsched._team_id(team);
+    live bigint;
+    hist bigint;
+BEGIN
+    PERFORM FROM gangsched.teams t WHERE t.id = tid FOR UPDATE;
+    SELECT count(*) FILTER (WHERE g.state IN ('pending', 'nominated', 'placed', 'running', 'preempting')),
+           count(*)
+      INTO live, hist
+      FROM gangsched.gangs g WHERE g.team_id = tid;
+    IF live > 0 THEN
+        RAISE EXCEPTION 'team "%" has % live jobs', team, live
+            USING ERRCODE = 'object_in_use',
+                  DETAIL = 'A team is removed only when none of its jobs is pending, nominated, placed, running or preempting.',
+                  HINT = format('Close it with gangsched.close_team(%L) so it takes no new work, cancel or wait for its jobs, then remove it.', team);
+    END IF;
+    IF hist > 0 THEN
+        RAISE EXCEPTION 'team "%" still has % ended jobs in the history', team, hist
+            USING ERRCODE = 'object_in_use',
+                  DETAIL = 'The allocation history and the analysts'' views name the team of every job they keep.',
+                  HINT = 'Move them to the archive first with gangsched.archive_history(before); a closed team takes no new work meanwhile.';
+    END IF;
+    DELETE FROM gangsched.quotas q WHERE q.team_id = tid;
+    DELETE FROM gangsched.team_pending c WHERE c.team_id = tid;
+    DELETE FROM gangsched.teams t WHERE t.id = tid;     -- members go by ON DELETE CASCADE
+    PERFORM gangsched._event('team', NULL, NULL, tid, 'team removed', jsonb_build_object('team', team));
+END $$;
+
+-- Remove a team's quota in a pool. Its jobs running there keep running;
+-- from the next round they count as borrowed (beyond a nominal quota of 0)
+-- and may be reclaimed like any borrowed work.
+CREATE FUNCTION gangsched.remove_quota(team text, pool text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    tid int := gangsched._team_id(team);
+    pid int := gangsched._pool_id(pool);
+BEGIN
+    DELETE FROM gangsched.quotas q WHERE q.team_id = tid AND q.pool_id = pid;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'team "%" has no quota in pool "%"', team, pool
+            USING ERRCODE = 'no_data_found',
+                  HINT = 'See gangsched.team_shares for the quotas that exist.';
+    END IF;
+    PERFORM gangsched._event('quota', NULL, NULL, tid, 'quota removed', jsonb_build_object('team', team, 'pool', pool));
+    PERFORM gangsched._wake();
+END $$;
+
+-- Close a team to new work; reason (optional) is shown to its portal.
+CREATE FUNCTION gangsched.close_team(team text, reason text DEFAULT NULL) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    tid int := gangsched._team_id(team);
+BEGIN
+    PERFORM gangsched._check_text(reason, 'reason', 1024);
+    UPDATE gangsched.teams t SET closed_at = COALESCE(t.closed_at, gangsched.now()), closed_reason = close_team.reason
+     WHERE t.id = tid;
+    PERFORM gangsched._event('team', NULL, NULL, tid, 'team closed',
+                             jsonb_build_object('team', team, 'reason', reason));
+END $$;
+
+CREATE FUNCTION gangsched.open_team(team text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    tid int := gangsched._team_id(team);
+BEGIN
+    UPDATE gangsched.teams t SET closed_at = NULL, closed_reason = NULL WHERE t.id = tid;
+    PERFORM gangsched._event('team', NULL, NULL, tid, 'team opened', jsonb_build_object('team', team));
+    PERFORM gangsched._wake();
+END $$;
+CREATE OR REPLACE FUNCTION gangsched.add_team(name text, weight numeric DEFAULT 1) RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+    id int;
+BEGIN
+    IF name IS NULL OR btrim(name) = '' THEN
+        RAISE EXCEPTION 'team name must not be empty'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Name the team, for example ''vision''.';
+    END IF;
+    PERFORM gangsched._check_name(name, 'team name');
+    PERFORM gangsched._check_weight(weight);
+    IF EXISTS (SELECT FROM gangsched.teams t WHERE t.name = add_team.name) THEN
+        RAISE EXCEPTION 'team "%" already exists', name
+            USING ERRCODE = 'unique_violation', HINT = 'Choose another name or use the existing team.';
+    END IF;
+    INSERT INTO gangsched.teams (name, weight) VALUES (name, weight) RETURNING teams.id INTO id;
+    -- the pending-count cache of submit(): a new team has no jobs
+    INSERT INTO gangsched.team_pending (team_id, pending, upto, counted_at)
+    SELECT id, 0, s.last_value, pg_catalog.now() FROM gangsched.queue_position_seq s;
+    PERFORM gangsched._event('team', NULL, NULL, id, 'team added', jsonb_build_object('team', name, 'weight', weight));
+    RETURN id;
+END $$;
+CREATE OR REPLACE FUNCTION gangsched._check_team_limits(tid int, workers int) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    r       record;
+    lim     int;
+    wlim    int;
+    seq     bigint;
+    n       int;
+BEGIN
+    SELECT t.name, t.max_pending, t.max_workers_per_gang, c.pending, c.upto, c.counted_at,
+           (SELECT s.last_value FROM gangsched.queue_position_seq s) AS seq, t.closed_at, t.closed_reason
+      INTO r
+      FROM gangsched.teams t LEFT JOIN gangsched.team_pending c ON c.team_id = t.id
+     WHERE t.id = tid;
+    IF r.closed_at IS NOT NULL THEN
+        RAISE EXCEPTION 'team "%" is closed to new work', r.name
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = format('Closed at %s%s. Its queued jobs stay queued and are not placed; its running jobs run on.',
+                                  r.closed_at, COALESCE(': ' || r.closed_reason, '')),
+                  HINT = format('Ask the operator to reopen it with gangsched.open_team(%L).', r.name);
+    END IF;
+    wlim := COALESCE(r.max_workers_per_gang,
+                     pg_catalog.current_setting('gangsched.max_workers_per_gang', true)::int, 4096);
+    IF workers > wlim THEN
+        RAISE EXCEPTION 'the gang of % workers is larger than team "%" may submit', workers, r.name
+            USING ERRCODE = '53S08',
+                  DETAIL = format('Team "%s" may submit gangs of at most %s workers (%s).', r.name, wlim,
+                                  CASE WHEN r.max_workers_per_gang IS NOT NULL THEN 'its own limit'
+                                       ELSE 'gangsched.max_workers_per_gang' END),
+                  HINT = 'Ask for fewer workers, or ask the operator to raise the limit with gangsched.set_team_limits().';
+    END IF;
+    lim := COALESCE(r.max_pending,
+                    pg_catalog.current_setting('gangsched.max_pending_per_team', true)::int, 10000);
+    IF r.pending IS NOT NULL AND r.pending + (r.seq - r.upto) < lim
+       AND r.counted_at > pg_catalog.now() - interval '10 seconds' THEN
+        RETURN;
+    END IF;
+    -- count again: the sequence first, so jobs submitted meanwhile are in
+    -- the next bound
+    seq := r.seq;
+    SELECT count(*)::int INTO n
+      FROM (SELECT FROM gangsched.gangs g WHERE g.team_id = tid AND g.state = 'pending' LIMIT lim) s;
+    IF n >= lim THEN
+        RAISE EXCEPTION 'team "%" has % pending jobs, as many as it may have', r.name, n
+            USING ERRCODE = '53S07',
+                  DETAIL = format('Team "%s" may have at most %s pending jobs (%s).', r.name, lim,
+                                  CASE WHEN r.max_pending IS NOT NULL THEN 'its own limit'
+                                       ELSE 'gangsched.max_pending_per_team' END),
+                  HINT = 'Submit again when some of its jobs have started or ended, cancel jobs it no longer needs, '
+                         'or ask the operator to raise the limit with gangsched.set_team_limits().';
+    END IF;
+    -- remember the count unless another submit is remembering one (never wait)
+    PERFORM FROM gangsched.team_pending c WHERE c.team_id = tid FOR UPDATE SKIP LOCKED;
+    IF FOUND THEN
+        UPDATE gangsched.team_pending c SET pending = n, upto = seq, counted_at = pg_catalog.now()
+         WHERE c.team_id = tid;
+    END IF;
+END $$;
