@@ -20,6 +20,7 @@
 #include "guc.h"
 #include "las.h"
 #include "preempt.h"
+#include "schedule.h"
 
 char	   *gs_clock_override = NULL;
 int			gs_start_timeout_s = 300;
@@ -61,6 +62,25 @@ static const struct config_enum_entry fair_preemption_options[] = {
 };
 
 char	   *gs_database = NULL;
+
+/* The settings one round's decisions follow, read here at the edge (schedule.h). */
+GsScheduleSettings
+gs_schedule_settings(void)
+{
+	GsScheduleSettings s;
+
+	memset(&s, 0, sizeof(s));
+	s.order.policy = (GsOrderPolicy) gs_queue_order;
+	s.order.las_promote_factor = gs_las_promote_factor;
+	s.order.las_preemption = gs_las_preemption;
+	s.preemption = gs_preemption;
+	s.backfill = gs_backfill;
+	s.preempt.restart_cost_s = gs_restart_cost_s;
+	s.preempt.min_runtime_s = gs_min_runtime_s;
+	s.preempt.rule = (GsFairRule) gs_fair_preemption;
+	s.preempt.fair_delay_s = gs_fair_preemption_delay_s;
+	return s;
+}
 
 /* Parse a timestamptz the way the input function does, without throwing. */
 static bool

@@ -1127,7 +1127,7 @@ gs_run_round(PG_FUNCTION_ARGS)
 		st->load_running = gs_load_running;
 		INSTR_TIME_SET_CURRENT(t2);
 		gs_mark_expiring(st, now, gs_default_queue_timeout_s);
-		gs_decide(st, &dec);
+		gs_decide(st, gs_schedule_settings(), &dec);
 		expired = dec.expiring;
 		INSTR_TIME_SET_CURRENT(t3);
 		write_decisions(st, &dec, now);
@@ -1286,7 +1286,7 @@ gs_why_pending(PG_FUNCTION_ARGS)
 
 		/* the next round, simulated: same order, same placements, no writes */
 		gs_mark_expiring(st, gs_now(), gs_default_queue_timeout_s);
-		gs_decide(st, &dec);
+		gs_decide(st, gs_schedule_settings(), &dec);
 		for (i = 0; i < st->njobs; i++)
 			if (st->jobs[i].id == job_id)
 				target = &st->jobs[i];
@@ -1453,7 +1453,7 @@ gs_queue(PG_FUNCTION_ARGS)
 	st->now = gs_now();
 	st->load_running = gs_load_running;
 	gs_mark_expiring(st, gs_now(), gs_default_queue_timeout_s);
-	gs_decide(st, &dec);
+	gs_decide(st, gs_schedule_settings(), &dec);
 	n = gs_order_count(dec.order);
 	for (k = 0; k < n; k++)
 	{
