@@ -36,6 +36,7 @@ int			gs_queue_order = 0;
 bool		gs_preemption = true;
 int			gs_fair_preemption = 0;
 int			gs_fair_preemption_delay_s = 0;
+bool		gs_fair_preemption_hysteresis = true;
 bool		gs_backfill = true;
 int			gs_max_pending_per_team = 10000;
 int			gs_max_workers_per_gang = 4096;
@@ -79,6 +80,7 @@ gs_schedule_settings(void)
 	s.preempt.min_runtime_s = gs_min_runtime_s;
 	s.preempt.rule = (GsFairRule) gs_fair_preemption;
 	s.preempt.fair_delay_s = gs_fair_preemption_delay_s;
+	s.preempt.hysteresis = gs_fair_preemption_hysteresis;
 	return s;
 }
 
@@ -287,6 +289,12 @@ gs_guc_init(void)
 							"0 preempts at the first round that finds the job blocked.",
 							&gs_fair_preemption_delay_s, 0, 0, INT_MAX / 1000, PGC_SUSET, GUC_UNIT_S,
 							NULL, NULL, NULL);
+	DefineCustomBoolVariable("gangsched.fair_preemption_hysteresis",
+							 "Fair-share preemption moves capacity only from a team that keeps its entitled share to a team below it.",
+							 "The entitled share is the weighted max-min fair share of the round (progressive filling of every "
+							 "team's use plus pending work). On, a split within one gang of the fair split costs no more preemptions; "
+							 "off, only gangsched.fair_preemption decides.",
+							 &gs_fair_preemption_hysteresis, true, PGC_SUSET, 0, NULL, NULL, NULL);
 
 	DefineCustomBoolVariable("gangsched.backfill",
 							 "Lets later jobs be placed when an earlier one in the round's order does not fit.",

@@ -165,6 +165,10 @@ typedef struct Search
 	int			fair_skips;		/* candidates a greedy plan left out for the rule */
 	int			probes_left;	/* of MAX_PROBES_PER_SEARCH */
 	int64	   *probes;			/* the caller's count of probes made */
+	bool		hysteresis;		/* gangsched.fair_preemption_hysteresis */
+	double		level;			/* the round's fair level (gs_fair_level) */
+	double		my_before;		/* J's team's weighted share without J */
+	int			floor_skips;	/* candidates a greedy plan left out for the entitlement floor */
 } Search;
 
 /*
@@ -257,23 +261,48 @@ share_with(const GsCluster *c, int t, const double delta[GS_NRES], double sign)
 	return ds / c->teams[t].weight;
 }
 
+/* What the fair-share test says of a candidate (or of a plan's victims of one team). */
+typedef enum FairVerdict
+{
+	FAIR_YES = 0,
+	FAIR_RULE,					/* gangsched.fair_preemption refuses it */
+	FAIR_FLOOR,					/* hysteresis: it would take its team below its entitlement */
+	FAIR_HELD					/* hysteresis: J's team holds its entitlement already */
+} FairVerdict;
+
 /*
- * The fair-share rule for taking `extra` more from team t, whose victims
+ * The fair-share test for taking `extra` more from team t, whose victims
  * `rem` are already in the plan. Only for a borrowing J and another team.
+ * With hysteresis, capacity moves only from a team that keeps at least its
+ * entitlement (the round's fair level) to a team below it; then the rule
+ * (final_share or initial_share) decides.
  */
-static bool
-fair_ok(const Search *s, int t, const double *rem, const double extra[GS_NRES])
+static FairVerdict
+fair_test(const Search *s, int t, const double *rem, const double extra[GS_NRES])
 {
 	double		d[GS_NRES];
 	int			r;
 
 	if (!s->j->try_borrowing || t < 0 || t == s->j->tix)
-		return true;
-	if (s->rule == GS_FAIR_INITIAL_SHARE)
-		return s->my_after < gs_dominant_share(s->c, t) - GS_SHARE_EPS;
+		return FAIR_YES;
 	for (r = 0; r < GS_NRES; r++)
 		d[r] = (rem ? rem[r] : 0) + (extra ? extra[r] : 0);
-	return s->my_after <= share_with(s->c, t, d, -1.0) + GS_SHARE_EPS;
+	if (s->hysteresis)
+	{
+		if (s->my_before >= s->level - GS_SHARE_EPS)
+			return FAIR_HELD;
+		if (share_with(s->c, t, d, -1.0) < s->level - GS_SHARE_EPS)
+			return FAIR_FLOOR;
+	}
+	if (s->rule == GS_FAIR_INITIAL_SHARE)
+		return s->my_after < gs_dominant_share(s->c, t) - GS_SHARE_EPS ? FAIR_YES : FAIR_RULE;
+	return s->my_after <= share_with(s->c, t, d, -1.0) + GS_SHARE_EPS ? FAIR_YES : FAIR_RULE;
+}
+
+static bool
+fair_ok(const Search *s, int t, const double *rem, const double extra[GS_NRES])
+{
+	return fair_test(s, t, rem, extra) == FAIR_YES;
 }
 
 /*
@@ -420,10 +449,16 @@ greedy_grow(Search *s, Greedy *g)
 		if (r->tix >= 0 && r->tix != s->j->tix &&
 			!team_borrows(s->c, r->tix, r->pool, &s->rem[r->tix * GS_NRES]))
 			continue;			/* its team is back within its quota */
-		if (r->tix >= 0 && !fair_ok(s, r->tix, &s->rem[r->tix * GS_NRES], r->demand))
+		if (r->tix >= 0)
 		{
-			s->fair_skips++;
-			continue;			/* the rule refuses it with the team's earlier victims gone */
+			FairVerdict v = fair_test(s, r->tix, &s->rem[r->tix * GS_NRES], r->demand);
+
+			if (v == FAIR_FLOOR)
+				s->floor_skips++;
+			else if (v != FAIR_YES)
+				s->fair_skips++;
+			if (v != FAIR_YES)
+				continue;		/* refused with the team's earlier victims gone */
 		}
 		gs_model_release(s->p, r, true);
 		if (r->tix >= 0)
@@ -733,6 +768,8 @@ typedef struct Refusals
 	int			fixed;
 	int			guaranteed;
 	int			fair;
+	int			floor;
+	int			held;
 	int			early;
 } Refusals;
 
@@ -748,6 +785,7 @@ collect_candidates(Search *s, const GsPreemptSettings *set, Cand *cands, GsRunni
 	GsJob	   *j = s->j;
 	int			nc = 0,
 				i;
+	FairVerdict verdict;
 	bool		too_early = j->try_borrowing && set->fair_delay_s > 0 &&
 		st->now - j->queued_at < (int64_t) set->fair_delay_s * 1000000;
 
@@ -785,9 +823,20 @@ collect_candidates(Search *s, const GsPreemptSettings *set, Cand *cands, GsRunni
 			n->early++;			/* fair share waits gangsched.fair_preemption_delay */
 			continue;
 		}
-		else if (j->try_borrowing && !fair_ok(s, r->tix, NULL, r->demand))
+		else if (j->try_borrowing && (verdict = fair_test(s, r->tix, NULL, r->demand)) != FAIR_YES)
 		{
-			n->fair++;			/* fair share refused (a reclaim needs no test) */
+			/* fair share refused (a reclaim needs no test) */
+			switch (verdict)
+			{
+				case FAIR_HELD:
+					n->held++;
+					break;
+				case FAIR_FLOOR:
+					n->floor++;
+					break;
+				default:
+					n->fair++;
+			}
 			continue;
 		}
 		if (!r->preemptible)
@@ -820,9 +869,13 @@ refusal_text(const Search *s, const Refusals *n)
 	StringInfoData w;
 	bool		final = s->rule == GS_FAIR_FINAL_SHARE;
 
-	if (n->fair + n->young + n->fixed + n->early == 0)
+	if (n->fair + n->floor + n->held + n->young + n->fixed + n->early == 0)
 		return NULL;
 	initStringInfo(&w);
+	add_part(&w, n->held, "borrowed gang may not be preempted for fair share: this job's team holds its entitled share already (gangsched.fair_preemption_hysteresis)",
+			 "borrowed gangs may not be preempted for fair share: this job's team holds its entitled share already (gangsched.fair_preemption_hysteresis)");
+	add_part(&w, n->floor, "borrowed gang would take its team below its entitled share (fair share, gangsched.fair_preemption_hysteresis)",
+			 "borrowed gangs would take their team below its entitled share (fair share, gangsched.fair_preemption_hysteresis)");
 	add_part(&w, n->early, "borrowed gang may be preempted for fair share once this job has waited gangsched.fair_preemption_delay",
 			 "borrowed gangs may be preempted for fair share once this job has waited gangsched.fair_preemption_delay");
 	add_part(&w, n->fair, final ?
@@ -946,7 +999,9 @@ best_plan(Search *s, Cand *cands, int nc, int nrest, double free_gpus, Plan *bes
 		return true;			/* nothing more to preempt: it waits for those rests */
 	if (nc == 0 || !greedy_plan(s, cands, nc, free_gpus, best))
 	{
-		if (s->fair_skips > 0)
+		if (s->fair_skips == 0 && s->floor_skips > 0)
+			s->j->preempt_refused = pstrdup("the victims that would make room would take their team below its entitled share (fair share, gangsched.fair_preemption_hysteresis)");
+		else if (s->fair_skips > 0)
 			s->j->preempt_refused = psprintf("the victims that would make room would leave their team below this job's team (fair share, %s)",
 											 rule_name(s));
 		else
@@ -1023,7 +1078,7 @@ carry_out(Search *s, Plan *best, GsRunning **rest, int nrest)
 }
 
 bool
-gs_preempt(GsPlacer *p, GsState *st, GsJob *j, const GsPreemptSettings *set, int64 *probes)
+gs_preempt(GsPlacer *p, GsState *st, GsJob *j, const GsPreemptSettings *set, GsPreemptRound *rd)
 {
 	GsCluster  *c = st->cluster;
 	Cand	   *cands;
@@ -1053,7 +1108,11 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, const GsPreemptSettings *set, int
 	s.rem = palloc0(sizeof(double) * GS_NRES * Max(c->nteams, 1));
 	s.fair_skips = 0;
 	s.probes_left = MAX_PROBES_PER_SEARCH;
-	s.probes = probes;
+	s.probes = &rd->probes;
+	s.hysteresis = set->hysteresis;
+	s.level = rd->fair_level;
+	s.my_before = gs_dominant_share(c, j->tix);
+	s.floor_skips = 0;
 	for (i = 0; i < c->npools && i < GS_MAX_POOLS; i++)
 		if (j->pool_mask & (UINT64_C(1) << i))
 			free_gpus += Max(c->pools[i].capacity[GS_GPU] - c->pools[i].used[GS_GPU], 0);

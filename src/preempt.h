@@ -25,7 +25,15 @@ typedef struct GsPreemptSettings
 	int			min_runtime_s;	/* gangsched.min_runtime: younger gangs are no victims */
 	GsFairRule	rule;			/* gangsched.fair_preemption */
 	int			fair_delay_s;	/* gangsched.fair_preemption_delay */
+	bool		hysteresis;		/* gangsched.fair_preemption_hysteresis */
 } GsPreemptSettings;
+
+/* What the round tells every search, and what searches report back. */
+typedef struct GsPreemptRound
+{
+	double		fair_level;		/* gs_fair_level() at the round's start */
+	int64		probes;			/* placement probes made (for the round's DEBUG1 line) */
+} GsPreemptRound;
 
 /*
  * Try to nominate `j` (which just failed to fit): on success the job has
@@ -33,9 +41,9 @@ typedef struct GsPreemptSettings
  * taken), the earlier victims of the round whose rest it uses in j->waits,
  * j->nominated set, and the model holds its capacity. On failure
  * j->preempt_refused may say why. The placement probes it makes are added
- * to *probes.
+ * to rd->probes.
  */
-extern bool gs_preempt(GsPlacer *p, GsState *st, GsJob *j, const GsPreemptSettings *set, int64 *probes);
+extern bool gs_preempt(GsPlacer *p, GsState *st, GsJob *j, const GsPreemptSettings *set, GsPreemptRound *rd);
 
 /* GPUs a victim chosen this round still holds beyond what preemptors took over. */
 extern double gs_victim_rest_gpus(const GsCluster *c, const GsRunning *r);

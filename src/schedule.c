@@ -100,7 +100,7 @@ typedef struct Round
 	bool		guard_done;		/* the starvation guard has its job */
 	double		search_ms;		/* time in victim searches (DEBUG1) */
 	int			search_n;
-	int64		probes;			/* their placement probes */
+	GsPreemptRound preempt;		/* the fair level; the searches' placement probes */
 } Round;
 
 /* The candidate was placed: count it in the decision and the order. */
@@ -138,7 +138,7 @@ nominate(Round *rd, GsJob *j)
 	if (!st->running_loaded && st->load_running)
 		st->load_running(st);
 	INSTR_TIME_SET_CURRENT(t0);
-	ok = gs_preempt(rd->out->placer, st, j, &rd->set.preempt, &rd->probes);
+	ok = gs_preempt(rd->out->placer, st, j, &rd->set.preempt, &rd->preempt);
 	INSTR_TIME_SET_CURRENT(t1);
 	INSTR_TIME_SUBTRACT(t1, t0);
 	rd->search_ms += INSTR_TIME_GET_MILLISEC(t1);
@@ -332,6 +332,37 @@ expiring_reasons(Round *rd)
 	}
 }
 
+/*
+ * The round's fair level (fair.h): every team's use plus its pending work
+ * (jobs whose queue timeout passed do not count) is its demand.
+ */
+static double
+fair_level(GsState *st)
+{
+	GsCluster  *c = st->cluster;
+	double	   *demand = palloc0(sizeof(double) * GS_NRES * Max(c->nteams, 1));
+	double		level;
+	int			t,
+				i;
+
+	for (t = 0; t < c->nteams; t++)
+		memcpy(&demand[t * GS_NRES], c->teams[t].used, sizeof(double) * GS_NRES);
+	for (i = 0; i < st->njobs; i++)
+	{
+		GsJob	   *j = &st->jobs[i];
+
+		if (j->tix < 0 || j->expiring)
+			continue;
+		demand[j->tix * GS_NRES + GS_GPU] += j->gpus * j->workers;
+		demand[j->tix * GS_NRES + GS_CPU] += j->cpus * j->workers;
+		demand[j->tix * GS_NRES + GS_MEM] += j->mem * j->workers;
+		demand[j->tix * GS_NRES + GS_NET] += j->net * j->workers;
+	}
+	level = gs_fair_level(c, demand);
+	pfree(demand);
+	return level;
+}
+
 void
 gs_decide(GsState *st, GsScheduleSettings set, GsDecision *out)
 {
@@ -352,6 +383,7 @@ gs_decide(GsState *st, GsScheduleSettings set, GsDecision *out)
 	ctl.entrysize = sizeof(SearchMemo);
 	ctl.hcxt = CurrentMemoryContext;
 	rd.memo = hash_create("gangsched victim searches", 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	rd.preempt.fair_level = (set.preemption && set.preempt.hysteresis) ? fair_level(st) : 1e300;
 
 	while ((j = gs_order_next(out->order)) != NULL)
 		if (!decide_one(&rd, j))
@@ -360,6 +392,6 @@ gs_decide(GsState *st, GsScheduleSettings set, GsDecision *out)
 		nominate_quota_blocked(&rd);
 
 	elog(DEBUG1, "gangsched decide: %d candidates tried, %d victim searches (%d found nothing, " INT64_FORMAT " placement probes) in %.1f ms",
-		 out->considered, rd.search_n, rd.failed, rd.probes, rd.search_ms);
+		 out->considered, rd.search_n, rd.failed, rd.preempt.probes, rd.search_ms);
 	expiring_reasons(&rd);
 }
