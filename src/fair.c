@@ -298,7 +298,7 @@ gs_fair_level(const GsCluster *c, const double *demand)
 			for (t = 0; t < c->nteams; t++)
 				if (dw[t] > 0)
 					sum += demand[t * GS_NRES + r] * Min(1.0, level / dw[t]);
-			fit = sum <= c->capacity[r] * (1 + GS_EPS);
+			fit = sum <= c->capacity[r] * (1 + GS_SHARE_EPS);
 		}
 		if (it == 0 && fit)
 		{

@@ -289,9 +289,10 @@ fair_test(const Search *s, int t, const double *rem, const double extra[GS_NRES]
 		d[r] = (rem ? rem[r] : 0) + (extra ? extra[r] : 0);
 	if (s->hysteresis)
 	{
-		if (s->my_before >= s->level - GS_SHARE_EPS)
+		/* (the level is a bisection's: compared within GS_EPS, far below one GPU's share) */
+		if (s->my_before >= s->level - GS_EPS)
 			return FAIR_HELD;
-		if (share_with(s->c, t, d, -1.0) < s->level - GS_SHARE_EPS)
+		if (share_with(s->c, t, d, -1.0) < s->level - GS_EPS)
 			return FAIR_FLOOR;
 	}
 	if (s->rule == GS_FAIR_INITIAL_SHARE)
