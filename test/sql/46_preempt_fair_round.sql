@@ -143,8 +143,12 @@ SELECT * FROM gangsched.check_invariants();
 --    the gang is preempted: a ends at 16 and b at 8, past the fair split
 --    (16/16), and b may not take it back (b with its 16 would be at 0.75,
 --    above a's 0.5): the overshoot final_share rules out.
+-- The two rules alone: gangsched.fair_preemption_hysteresis (section 8)
+-- would refuse the gang under initial_share too (b would end at 8, below
+-- its entitled 16).
 DROP EXTENSION gangsched;
 CREATE EXTENSION gangsched;
+SET gangsched.fair_preemption_hysteresis = off;
 SET gangsched.clock_override = '2030-01-01 00:00:00+00';
 SELECT pg_temp.cluster(4);
 SELECT gangsched.add_team('a'), gangsched.add_team('b');
@@ -177,6 +181,7 @@ SELECT placed, preempted FROM pg_temp.round();
 SELECT pg_temp.split();
 SELECT * FROM gangsched.check_invariants();
 RESET gangsched.fair_preemption;
+RESET gangsched.fair_preemption_hysteresis;
 -- a bad value is explained
 SET gangsched.fair_preemption = 'below';
 
@@ -538,8 +543,8 @@ RESET gangsched.fair_preemption_hysteresis;
 -- share, even from a team above it: three 8-GPU nodes, equal weights; a
 -- holds 8, b 12, c 4, and c waits for an 8-GPU gang: L = 8. c's gang may
 -- not preempt (final_share: c would end at 12 against b's 4); a's next job
--- may not either (a holds its 8), although final_share alone would let it
--- take one of b's (9 <= 11).
+-- may not either (a holds its 8, its entitlement), although b holds more
+-- than a (9 <= 11 under final_share).
 DROP EXTENSION gangsched;
 CREATE EXTENSION gangsched;
 SET gangsched.clock_override = '2030-01-01 00:00:00+00';
@@ -554,10 +559,5 @@ SELECT gangsched.submit('a', 1, 1, name => 'a9') AS a9 \gset
 SELECT placed, preempted FROM pg_temp.round();
 SELECT name, state, reason FROM gangsched.jobs WHERE job IN (:c8, :a9) ORDER BY job;
 SELECT * FROM gangsched.check_invariants();
-SET gangsched.fair_preemption_hysteresis = off;
-SELECT placed, preempted FROM pg_temp.round();
-SELECT name, state FROM gangsched.jobs WHERE job IN (:c8, :a9) ORDER BY job;
-SELECT * FROM gangsched.check_invariants();
-RESET gangsched.fair_preemption_hysteresis;
 
 DROP EXTENSION gangsched;
