@@ -257,6 +257,65 @@ gs_dominant_share(const GsCluster *c, int tix)
 	return ds / c->teams[tix].weight;
 }
 
+/*
+ * The weighted max-min fair level of dominant resource fairness (progressive
+ * filling): the largest L such that every team t, given min(1, L / D_t) of
+ * its demand (D_t its demand's weighted dominant share), fits the cluster's
+ * capacity. A team is entitled to a weighted dominant share of min(L, D_t).
+ * Returns a huge number when all demand fits.
+ */
+double
+gs_fair_level(const GsCluster *c, const double *demand)
+{
+	double	   *dw = palloc0(sizeof(double) * Max(c->nteams, 1));
+	double		lo = 0,
+				hi = 0;
+	int			t,
+				r,
+				it;
+
+	for (t = 0; t < c->nteams; t++)
+	{
+		double		ds = 0;
+
+		for (r = 0; r < GS_NRES; r++)
+			if (c->capacity[r] > 0)
+				ds = Max(ds, demand[t * GS_NRES + r] / c->capacity[r]);
+		dw[t] = ds / c->teams[t].weight;
+		hi = Max(hi, dw[t]);
+	}
+	for (it = 0; it <= 60; it++)
+	{
+		double		level = it == 0 ? hi : (lo + hi) / 2;
+		bool		fit = true;
+
+		for (r = 0; r < GS_NRES && fit; r++)
+		{
+			double		sum = 0;
+
+			if (c->capacity[r] <= 0)
+				continue;
+			for (t = 0; t < c->nteams; t++)
+				if (dw[t] > 0)
+					sum += demand[t * GS_NRES + r] * Min(1.0, level / dw[t]);
+			fit = sum <= c->capacity[r] * (1 + GS_SHARE_EPS);
+		}
+		if (it == 0 && fit)
+		{
+			pfree(dw);
+			return 1e300;		/* no contention */
+		}
+		if (it == 0)
+			continue;
+		if (fit)
+			lo = level;
+		else
+			hi = level;
+	}
+	pfree(dw);
+	return lo;
+}
+
 void
 gs_account(GsCluster *c, const GsJob *j, int pool)
 {

@@ -24,6 +24,13 @@ extern uint64_t gs_borrow_pools(const GsCluster *c, const GsJob *j, char **why);
 /* max over resources of used / capacity, divided by the team's weight. */
 extern double gs_dominant_share(const GsCluster *c, int tix);
 
+/*
+ * The weighted max-min fair level over demand[nteams][GS_NRES] (each team's
+ * use plus its pending work): a team is entitled to a weighted dominant
+ * share of min(level, its demand's). Huge when all demand fits.
+ */
+extern double gs_fair_level(const GsCluster *c, const double *demand);
+
 /* Would the gang in pool `pool` take its team beyond nominal quota? */
 extern bool gs_beyond_nominal(const GsCluster *c, const GsJob *j, int pool);
 

@@ -21,6 +21,7 @@
 #include "guc.h"
 #include "las.h"
 #include "preempt.h"
+#include "schedule.h"
 
 char	   *gs_clock_override = NULL;
 int			gs_start_timeout_s = 300;
@@ -36,6 +37,7 @@ int			gs_queue_order = 0;
 bool		gs_preemption = true;
 int			gs_fair_preemption = 0;
 int			gs_fair_preemption_delay_s = 0;
+bool		gs_fair_preemption_hysteresis = true;
 bool		gs_backfill = true;
 int			gs_max_pending_per_team = 10000;
 int			gs_max_workers_per_gang = 4096;
@@ -62,6 +64,26 @@ static const struct config_enum_entry fair_preemption_options[] = {
 };
 
 char	   *gs_database = NULL;
+
+/* The settings one round's decisions follow, read here at the edge (schedule.h). */
+GsScheduleSettings
+gs_schedule_settings(void)
+{
+	GsScheduleSettings s;
+
+	memset(&s, 0, sizeof(s));
+	s.order.policy = (GsOrderPolicy) gs_queue_order;
+	s.order.las_promote_factor = gs_las_promote_factor;
+	s.order.las_preemption = gs_las_preemption;
+	s.preemption = gs_preemption;
+	s.backfill = gs_backfill;
+	s.preempt.restart_cost_s = gs_restart_cost_s;
+	s.preempt.min_runtime_s = gs_min_runtime_s;
+	s.preempt.rule = (GsFairRule) gs_fair_preemption;
+	s.preempt.fair_delay_s = gs_fair_preemption_delay_s;
+	s.preempt.hysteresis = gs_fair_preemption_hysteresis;
+	return s;
+}
 
 /* Parse a timestamptz the way the input function does, without throwing. */
 static bool
@@ -279,6 +301,12 @@ gs_guc_init(void)
 							"0 preempts at the first round that finds the job blocked.",
 							&gs_fair_preemption_delay_s, 0, 0, INT_MAX / 1000, PGC_SUSET, GUC_UNIT_S,
 							NULL, NULL, NULL);
+	DefineCustomBoolVariable("gangsched.fair_preemption_hysteresis",
+							 "Fair-share preemption moves capacity only from a team that keeps its entitled share to a team below it.",
+							 "The entitled share is the weighted max-min fair share of the round (progressive filling of every "
+							 "team's use plus pending work). On, a split within one gang of the fair split costs no more preemptions; "
+							 "off, only gangsched.fair_preemption decides.",
+							 &gs_fair_preemption_hysteresis, true, PGC_SUSET, 0, NULL, NULL, NULL);
 
 	DefineCustomBoolVariable("gangsched.backfill",
 							 "Lets later jobs be placed when an earlier one in the round's order does not fit.",

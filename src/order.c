@@ -26,7 +26,6 @@
 #include "postgres.h"
 
 #include "fair.h"
-#include "guc.h"
 #include "las.h"
 #include "order.h"
 
@@ -104,7 +103,7 @@ cmp_priority_las(const void *a, const void *b)
  * a job moves only within its team and its priority.
  */
 static void
-las_reslot(GsState *st, GsJob **global, int n)
+las_reslot(GsState *st, const GsOrderSettings *set, GsJob **global, int n)
 {
 	GsCluster  *c = st->cluster;
 	int		   *cnt,
@@ -122,9 +121,9 @@ las_reslot(GsState *st, GsJob **global, int n)
 		{
 			double		waited = (double) Max(st->now - j->queued_at, 0) / 1000000.0;
 
-			j->las_queue = (int16_t) gs_las_pending_queue(j->attained, waited, gs_las_promote_factor,
+			j->las_queue = (int16_t) gs_las_pending_queue(j->attained, waited, set->las_promote_factor,
 														  &j->las_promoted);
-			j->las_preempts = gs_las_preemption;
+			j->las_preempts = set->las_preemption;
 			any = true;
 		}
 		else
@@ -181,7 +180,7 @@ team_closed(GsCluster *c, GsJob *j)
 }
 
 GsOrder *
-gs_order_begin(GsState *st, GsOrderPolicy policy)
+gs_order_begin(GsState *st, const GsOrderSettings *set)
 {
 	GsOrder    *o = palloc0(sizeof(GsOrder));
 	GsCluster  *c = st->cluster;
@@ -189,14 +188,14 @@ gs_order_begin(GsState *st, GsOrderPolicy policy)
 				n = st->njobs;
 
 	o->st = st;
-	o->policy = policy;
+	o->policy = set->policy;
 	o->phase = 1;
 	o->seq = palloc(sizeof(GsJob *) * Max(n, 1));
 	o->global = palloc(sizeof(GsJob *) * Max(n, 1));
 	for (i = 0; i < n; i++)
 		o->global[i] = &st->jobs[i];
 	qsort(o->global, n, sizeof(GsJob *), cmp_priority_fifo);
-	las_reslot(st, o->global, n);
+	las_reslot(st, set, o->global, n);
 
 	o->nq = c->nteams + 1;
 	o->tq = palloc0(sizeof(TeamQ) * o->nq);

@@ -18,9 +18,17 @@ typedef enum GsOrderPolicy
 	GS_ORDER_PRIORITY			/* priority, then submit order; quotas still apply */
 } GsOrderPolicy;
 
+/* The settings the order follows (filled from gangsched.* at the SPI edge). */
+typedef struct GsOrderSettings
+{
+	GsOrderPolicy policy;		/* gangsched.queue_order */
+	double		las_promote_factor; /* gangsched.las_promote_factor */
+	bool		las_preemption; /* gangsched.las_preemption */
+} GsOrderSettings;
+
 typedef struct GsOrder GsOrder;
 
-extern GsOrder *gs_order_begin(GsState *st, GsOrderPolicy policy);
+extern GsOrder *gs_order_begin(GsState *st, const GsOrderSettings *set);
 /* Next candidate with job->pool_mask set for this try; NULL when done. */
 extern GsJob *gs_order_next(GsOrder *o);
 /* The candidate was placed: count it (and mark it borrowed or not). */

@@ -145,28 +145,31 @@ plan_better(const Plan *a, const Plan *b, double need)
 	return a->n < b->n;
 }
 
-/* The search in progress (a job blocked by its own team's quota). */
-static GsState *search_state = NULL;
-
 /*
  * Placement probes one search may make. A search that has not found room
  * within them gives up: a round bounds its time, the job waits for the
  * next round (and the starvation guard).
  */
 #define MAX_PROBES_PER_SEARCH 48
-static int	probes_left = 0;
 
-/* Placement probes made by victim searches since the last gs_preempt_probes() (DEBUG1). */
-static int64 probes_made = 0;
-
-int64
-gs_preempt_probes(void)
+/* One victim search: the job, its rule, its team's share with it, and its budget. */
+typedef struct Search
 {
-	int64		n = probes_made;
-
-	probes_made = 0;
-	return n;
-}
+	GsPlacer   *p;
+	GsState    *st;
+	GsCluster  *c;
+	GsJob	   *j;
+	GsFairRule	rule;
+	double		my_after;		/* J's team's weighted share with J */
+	double	   *rem;			/* [nteams][GS_NRES]: what the plan being built takes from each team */
+	int			fair_skips;		/* candidates a greedy plan left out for the rule */
+	int			probes_left;	/* of MAX_PROBES_PER_SEARCH */
+	int64	   *probes;			/* the caller's count of probes made */
+	bool		hysteresis;		/* gangsched.fair_preemption_hysteresis */
+	double		level;			/* the round's fair level (gs_fair_level) */
+	double		my_before;		/* J's team's weighted share without J */
+	int			floor_skips;	/* candidates a greedy plan left out for the entitlement floor */
+} Search;
 
 /*
  * For a job its own team's quota blocks: with the victims now released,
@@ -213,33 +216,36 @@ quota_after_swap(GsState *st, GsJob *j)
 	return false;
 }
 
+/*
+ * Does J fit the model as it is now (victims virtually released)? Looking
+ * for room spends the search's probe budget; pruning a plan that works does
+ * not (cut short, victims would stay that are not needed).
+ */
 static bool
-fits_any(GsPlacer *p, GsJob *j, bool budgeted)
+fits_any(Search *s, bool budgeted)
 {
-	if (j->quota_blocked && search_state != NULL && !quota_after_swap(search_state, j))
+	if (s->j->quota_blocked && !quota_after_swap(s->st, s->j))
 		return false;
 	if (budgeted)
 	{
-		if (probes_left <= 0)
+		if (s->probes_left <= 0)
 			return false;
-		probes_left--;
+		s->probes_left--;
 	}
-	probes_made++;
-	return gs_probe(p, j, NULL);
+	(*s->probes)++;
+	return gs_probe(s->p, s->j, NULL);
 }
 
-/* Looking for room: within the search's probe budget. */
 static bool
-fits(GsPlacer *p, GsJob *j)
+fits(Search *s)
 {
-	return fits_any(p, j, true);
+	return fits_any(s, true);
 }
 
-/* Pruning a plan that works: never cut short, or victims stay that are not needed. */
 static bool
-fits_pruning(GsPlacer *p, GsJob *j)
+fits_pruning(Search *s)
 {
-	return fits_any(p, j, false);
+	return fits_any(s, false);
 }
 
 /* DS of team t with `delta` added to its use (resource-wise). */
@@ -255,34 +261,49 @@ share_with(const GsCluster *c, int t, const double delta[GS_NRES], double sign)
 	return ds / c->teams[t].weight;
 }
 
-/* The search's context: the job, its rule and its team's share with it. */
-typedef struct Search
+/* What the fair-share test says of a candidate (or of a plan's victims of one team). */
+typedef enum FairVerdict
 {
-	GsCluster  *c;
-	GsJob	   *j;
-	GsFairRule	rule;
-	double		my_after;		/* J's team's weighted share with J */
-	double	   *rem;			/* [nteams][GS_NRES]: what the plan being built takes from each team */
-	int			fair_skips;		/* candidates a greedy plan left out for the rule */
-} Search;
+	FAIR_YES = 0,
+	FAIR_RULE,					/* gangsched.fair_preemption refuses it */
+	FAIR_FLOOR,					/* hysteresis: it would take its team below its entitlement */
+	FAIR_HELD					/* hysteresis: J's team holds its entitlement already */
+} FairVerdict;
 
 /*
- * The fair-share rule for taking `extra` more from team t, whose victims
+ * The fair-share test for taking `extra` more from team t, whose victims
  * `rem` are already in the plan. Only for a borrowing J and another team.
+ * With hysteresis, capacity moves only from a team that keeps at least its
+ * entitlement (the round's fair level) to a team below it; then the rule
+ * (final_share or initial_share) decides.
  */
-static bool
-fair_ok(const Search *s, int t, const double *rem, const double extra[GS_NRES])
+static FairVerdict
+fair_test(const Search *s, int t, const double *rem, const double extra[GS_NRES])
 {
 	double		d[GS_NRES];
 	int			r;
 
 	if (!s->j->try_borrowing || t < 0 || t == s->j->tix)
-		return true;
-	if (s->rule == GS_FAIR_INITIAL_SHARE)
-		return s->my_after < gs_dominant_share(s->c, t) - GS_SHARE_EPS;
+		return FAIR_YES;
 	for (r = 0; r < GS_NRES; r++)
 		d[r] = (rem ? rem[r] : 0) + (extra ? extra[r] : 0);
-	return s->my_after <= share_with(s->c, t, d, -1.0) + GS_SHARE_EPS;
+	if (s->hysteresis)
+	{
+		/* (the level is a bisection's: compared within GS_EPS, far below one GPU's share) */
+		if (s->my_before >= s->level - GS_EPS)
+			return FAIR_HELD;
+		if (share_with(s->c, t, d, -1.0) < s->level - GS_EPS)
+			return FAIR_FLOOR;
+	}
+	if (s->rule == GS_FAIR_INITIAL_SHARE)
+		return s->my_after < gs_dominant_share(s->c, t) - GS_SHARE_EPS ? FAIR_YES : FAIR_RULE;
+	return s->my_after <= share_with(s->c, t, d, -1.0) + GS_SHARE_EPS ? FAIR_YES : FAIR_RULE;
+}
+
+static bool
+fair_ok(const Search *s, int t, const double *rem, const double extra[GS_NRES])
+{
+	return fair_test(s, t, rem, extra) == FAIR_YES;
 }
 
 /*
@@ -345,6 +366,222 @@ plan_fair(const Search *s, const Plan *pl)
 	return true;
 }
 
+/* A greedy plan being built: the victims released so far, in the order chosen. */
+typedef struct Greedy
+{
+	Cand	   *cands;			/* in victim order, grouped by team */
+	int			n;
+	int		   *g_cur;			/* per team group: next candidate */
+	int		   *g_end;
+	int			ng;
+	GsRunning **chosen;			/* NULL once pruned */
+	double	   *lost_of;
+	int			used;
+	double		need;			/* J's GPUs */
+	double		have;			/* free GPUs plus the chosen victims' */
+} Greedy;
+
+/* Candidates come grouped by team, each group in the team's order. */
+static void
+greedy_groups(Greedy *g)
+{
+	int			k;
+
+	g->ng = 0;
+	for (k = 0; k < g->n; k++)
+	{
+		if (k == 0 || g->cands[k].r->tix != g->cands[k - 1].r->tix)
+		{
+			g->g_cur[g->ng] = k;
+			g->g_end[g->ng++] = k;
+		}
+		g->g_end[g->ng - 1] = k + 1;
+	}
+}
+
+/*
+ * The next candidate of the team with the highest share now (its victims
+ * in the plan counted out): its index in cands, -1 when none is left.
+ */
+static int
+greedy_next(Search *s, Greedy *g)
+{
+	int			bg = -1,
+				k;
+	double		bshare = 0;
+
+	for (k = 0; k < g->ng; k++)
+	{
+		GsRunning  *r;
+		double		sh;
+
+		while (g->g_cur[k] < g->g_end[k] &&
+			   (g->cands[g->g_cur[k]].r->taken || g->cands[g->g_cur[k]].r->released))
+			g->g_cur[k]++;
+		if (g->g_cur[k] >= g->g_end[k])
+			continue;
+		r = g->cands[g->g_cur[k]].r;
+		sh = (r->tix >= 0) ? share_with(s->c, r->tix, &s->rem[r->tix * GS_NRES], -1.0) : 0;
+		if (bg < 0 || sh > bshare + GS_SHARE_EPS)
+		{
+			bg = k;
+			bshare = sh;
+		}
+	}
+	return bg < 0 ? -1 : g->g_cur[bg]++;
+}
+
+/*
+ * Release victims in victim order until J fits. A victim whose team is back
+ * within its quota, or that the fair-share rule refuses with its team's
+ * earlier victims gone, is skipped. True when J fits.
+ */
+static bool
+greedy_grow(Search *s, Greedy *g)
+{
+	double		next_try = g->need;
+	int			t;
+
+	memset(s->rem, 0, sizeof(double) * GS_NRES * Max(s->c->nteams, 1));
+	while ((t = greedy_next(s, g)) >= 0)
+	{
+		GsRunning  *r = g->cands[t].r;
+
+		if (r->tix >= 0 && r->tix != s->j->tix &&
+			!team_borrows(s->c, r->tix, r->pool, &s->rem[r->tix * GS_NRES]))
+			continue;			/* its team is back within its quota */
+		if (r->tix >= 0)
+		{
+			FairVerdict v = fair_test(s, r->tix, &s->rem[r->tix * GS_NRES], r->demand);
+
+			if (v == FAIR_FLOOR)
+				s->floor_skips++;
+			else if (v != FAIR_YES)
+				s->fair_skips++;
+			if (v != FAIR_YES)
+				continue;		/* refused with the team's earlier victims gone */
+		}
+		gs_model_release(s->p, r, true);
+		if (r->tix >= 0)
+		{
+			int			q;
+
+			for (q = 0; q < GS_NRES; q++)
+				s->rem[r->tix * GS_NRES + q] += r->demand[q];
+		}
+		g->lost_of[g->used] = g->cands[t].lost;
+		g->chosen[g->used++] = r;
+		g->have += r->gpus_total;
+		/*
+		 * Placing is only worth trying once enough GPUs could be free, and
+		 * after a try that failed only once a fifth more is: the probes grow
+		 * with the log of the victims released, not with their number.
+		 */
+		if (g->have + GS_EPS >= next_try)
+		{
+			if (fits(s))
+				return true;
+			next_try = g->have * 1.2;
+		}
+	}
+	/* the last releases may have made room without a try */
+	return g->used > 0 && g->have + GS_EPS >= g->need && fits(s);
+}
+
+/*
+ * The fit found lies inside one gang domain: victims with no node in it are
+ * not needed for that fit, which stays valid without them, so they go back
+ * at once, without a probe each. (Not for a job its team's quota blocks:
+ * its victims also free quota, wherever they run.)
+ */
+static void
+greedy_drop_outside(Search *s, Greedy *g)
+{
+	int			dd,
+				di,
+				k;
+
+	if (s->j->quota_blocked)
+		return;
+	gs_placer_last_domain(s->p, &dd, &di);
+	for (k = 0; k < g->used; k++)
+	{
+		GsRunning  *r = g->chosen[k];
+		bool		inside = false;
+		int			a;
+
+		if (r == NULL || dd <= 0)
+			continue;
+		for (a = 0; a < r->nalloc && !inside; a++)
+			inside = s->c->nodes[r->allocs[a].node].dom[dd] == di;
+		if (!inside)
+		{
+			gs_model_release(s->p, r, false);
+			g->chosen[k] = NULL;
+			g->have -= r->gpus_total;
+		}
+	}
+}
+
+/* Prune: most expensive first, keep out what is not needed. */
+static void
+greedy_prune(Search *s, Greedy *g)
+{
+	int			left = 0,
+				k;
+
+	for (k = 0; k < g->used; k++)
+		left += g->chosen[k] != NULL;
+	for (k = g->used - 1; k >= 0; k--)
+	{
+		if (g->chosen[k] == NULL)
+			continue;
+		if (left == 1)
+			break;
+		if (g->have - g->chosen[k]->gpus_total + GS_EPS < g->need)
+			continue;			/* too few GPUs without it: needed, no probe */
+		gs_model_release(s->p, g->chosen[k], false);
+		if (fits_pruning(s))
+		{
+			g->have -= g->chosen[k]->gpus_total;
+			g->chosen[k] = NULL;
+			left--;
+			continue;
+		}
+		gs_model_release(s->p, g->chosen[k], true);
+	}
+}
+
+/* The plan from what is left chosen (when ok), and the model back as it was. */
+static void
+greedy_finish(Search *s, Greedy *g, bool ok, Plan *out)
+{
+	int			k;
+
+	out->n = 0;
+	out->max_prio = INT32_MIN;
+	out->lost = 0;
+	out->gpus = 0;
+	out->team_key = 1e300;
+	out->v = palloc(sizeof(GsRunning *) * Max(g->used, 1));
+	for (k = 0; k < g->used; k++)
+	{
+		GsRunning  *r = g->chosen[k];
+
+		if (r == NULL)
+			continue;
+		if (ok)
+		{
+			out->v[out->n++] = r;
+			out->max_prio = Max(out->max_prio, r->priority);
+			out->lost += g->lost_of[k];
+			out->gpus += r->gpus_total;
+			out->team_key = Min(out->team_key, r->tix >= 0 ? gs_dominant_share(s->c, r->tix) : 0);
+		}
+		gs_model_release(s->p, r, false);
+	}
+}
+
 /*
  * Greedy plan over cands[0..n) (in victim order): release victims until J
  * fits, then restore those it does not need. The next victim comes from the
@@ -354,179 +591,32 @@ plan_fair(const Search *s, const Plan *pl)
  * them are not enough.
  */
 static bool
-greedy_plan(GsPlacer *p, Search *s, Cand *cands, int n, double free_gpus, Plan *out)
+greedy_plan(Search *s, Cand *cands, int n, double free_gpus, Plan *out)
 {
-	GsCluster  *c = s->c;
-	GsJob	   *j = s->j;
-	int			k,
-				used = 0,
-				t;
-	bool		ok = false;
-	GsRunning **chosen = palloc(sizeof(GsRunning *) * Max(n, 1));
-	double	   *lost_of = palloc(sizeof(double) * Max(n, 1));
-	int		   *g_cur = palloc(sizeof(int) * Max(n, 1));
-	int		   *g_end = palloc(sizeof(int) * Max(n, 1));
-	int			ng = 0;
-	double		need = j->gpus * j->workers;
-	double		have = free_gpus;
-	double		next_try = need;
+	Greedy		g;
+	bool		ok;
 
-	/* candidates come grouped by team, each group in the team's order */
-	for (k = 0; k < n; k++)
-	{
-		if (k == 0 || cands[k].r->tix != cands[k - 1].r->tix)
-		{
-			g_cur[ng] = k;
-			g_end[ng++] = k;
-		}
-		g_end[ng - 1] = k + 1;
-	}
-	memset(s->rem, 0, sizeof(double) * GS_NRES * Max(c->nteams, 1));
-	for (;;)
-	{
-		int			bg = -1;
-		double		bshare = 0;
-		GsRunning  *r;
-
-		/* the next candidate of the team with the highest share now */
-		for (k = 0; k < ng; k++)
-		{
-			double		sh;
-
-			while (g_cur[k] < g_end[k] && (cands[g_cur[k]].r->taken || cands[g_cur[k]].r->released))
-				g_cur[k]++;
-			if (g_cur[k] >= g_end[k])
-				continue;
-			r = cands[g_cur[k]].r;
-			sh = (r->tix >= 0) ? share_with(c, r->tix, &s->rem[r->tix * GS_NRES], -1.0) : 0;
-			if (bg < 0 || sh > bshare + GS_SHARE_EPS)
-			{
-				bg = k;
-				bshare = sh;
-			}
-		}
-		if (bg < 0)
-			break;
-		t = g_cur[bg]++;
-		r = cands[t].r;
-		if (r->tix >= 0 && r->tix != j->tix && !team_borrows(c, r->tix, r->pool, &s->rem[r->tix * GS_NRES]))
-			continue;			/* its team is back within its quota */
-		if (r->tix >= 0 && !fair_ok(s, r->tix, &s->rem[r->tix * GS_NRES], r->demand))
-		{
-			s->fair_skips++;
-			continue;			/* the rule refuses it with the team's earlier victims gone */
-		}
-		gs_model_release(p, r, true);
-		if (r->tix >= 0)
-		{
-			int			q;
-
-			for (q = 0; q < GS_NRES; q++)
-				s->rem[r->tix * GS_NRES + q] += r->demand[q];
-		}
-		lost_of[used] = cands[t].lost;
-		chosen[used++] = r;
-		have += r->gpus_total;
-		/*
-		 * Placing is only worth trying once enough GPUs could be free, and
-		 * after a try that failed only once a fifth more is: the probes grow
-		 * with the log of the victims released, not with their number.
-		 */
-		if (have + GS_EPS >= next_try)
-		{
-			if (fits(p, j))
-			{
-				ok = true;
-				break;
-			}
-			next_try = have * 1.2;
-		}
-	}
-	/* the last releases may have made room without a try */
-	if (!ok && used > 0 && have + GS_EPS >= need && fits(p, j))
-		ok = true;
-	if (ok && !j->quota_blocked)
-	{
-		/*
-		 * The fit found lies inside one gang domain: victims with no node in
-		 * it are not needed for that fit, which stays valid without them, so
-		 * they go back at once, without a probe each. (Not for a job its
-		 * team's quota blocks: its victims also free quota, wherever they run.)
-		 */
-		int			dd,
-					di;
-
-		gs_placer_last_domain(p, &dd, &di);
-		for (k = 0; k < used; k++)
-		{
-			GsRunning  *r = chosen[k];
-			bool		inside = false;
-			int			a;
-
-			if (r == NULL || dd <= 0)
-				continue;
-			for (a = 0; a < r->nalloc && !inside; a++)
-				inside = c->nodes[r->allocs[a].node].dom[dd] == di;
-			if (!inside)
-			{
-				gs_model_release(p, r, false);
-				chosen[k] = NULL;
-				have -= r->gpus_total;
-			}
-		}
-	}
+	g.cands = cands;
+	g.n = n;
+	g.chosen = palloc(sizeof(GsRunning *) * Max(n, 1));
+	g.lost_of = palloc(sizeof(double) * Max(n, 1));
+	g.g_cur = palloc(sizeof(int) * Max(n, 1));
+	g.g_end = palloc(sizeof(int) * Max(n, 1));
+	g.used = 0;
+	g.need = s->j->gpus * s->j->workers;
+	g.have = free_gpus;
+	greedy_groups(&g);
+	ok = greedy_grow(s, &g);
 	if (ok)
 	{
-		int			left = 0;
-
-		for (k = 0; k < used; k++)
-			left += chosen[k] != NULL;
-		/* prune: most expensive first, keep out what is not needed */
-		for (k = used - 1; k >= 0; k--)
-		{
-			if (chosen[k] == NULL)
-				continue;
-			if (left == 1)
-				break;
-			if (have - chosen[k]->gpus_total + GS_EPS < need)
-				continue;		/* too few GPUs without it: needed, no probe */
-			gs_model_release(p, chosen[k], false);
-			if (fits_pruning(p, j))
-			{
-				have -= chosen[k]->gpus_total;
-				chosen[k] = NULL;
-				left--;
-				continue;
-			}
-			gs_model_release(p, chosen[k], true);
-		}
+		greedy_drop_outside(s, &g);
+		greedy_prune(s, &g);
 	}
-	out->n = 0;
-	out->max_prio = INT32_MIN;
-	out->lost = 0;
-	out->gpus = 0;
-	out->team_key = 1e300;
-	out->v = palloc(sizeof(GsRunning *) * Max(used, 1));
-	for (k = 0; k < used; k++)
-	{
-		if (chosen[k] == NULL)
-			continue;
-		if (ok)
-		{
-			GsRunning  *r = chosen[k];
-
-			out->v[out->n++] = r;
-			out->max_prio = Max(out->max_prio, r->priority);
-			out->lost += lost_of[k];
-			out->gpus += r->gpus_total;
-			out->team_key = Min(out->team_key, r->tix >= 0 ? gs_dominant_share(c, r->tix) : 0);
-		}
-		gs_model_release(p, chosen[k], false);
-	}
-	pfree(chosen);
-	pfree(lost_of);
-	pfree(g_cur);
-	pfree(g_end);
+	greedy_finish(s, &g, ok, out);
+	pfree(g.chosen);
+	pfree(g.lost_of);
+	pfree(g.g_cur);
+	pfree(g.g_end);
 	return ok && out->n > 0;
 }
 
@@ -672,48 +762,36 @@ add_part(StringInfo s, int n, const char *one, const char *many)
 	appendStringInfo(s, "%s%d %s", s->len > 0 ? ", " : "", n, n == 1 ? one : many);
 }
 
-bool
-gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runtime_s, GsFairRule rule,
-		   int fair_delay_s)
+/* Gangs that could have been victims but for a rule, by rule. */
+typedef struct Refusals
 {
-	GsCluster  *c = st->cluster;
-	Cand	   *cands;
+	int			young;
+	int			fixed;
+	int			guaranteed;
+	int			fair;
+	int			floor;
+	int			held;
+	int			early;
+} Refusals;
+
+/*
+ * Candidates for J (cands, nc returned) and the rests of earlier victims of
+ * the round J may use (rest, *nrest); what a rule kept out is counted in *n.
+ */
+static int
+collect_candidates(Search *s, const GsPreemptSettings *set, Cand *cands, GsRunning **rest, int *nrest,
+				   Refusals *n)
+{
+	GsState    *st = s->st;
+	GsJob	   *j = s->j;
 	int			nc = 0,
-				i,
-				d;
-	double		jd[GS_NRES] = {j->gpus * j->workers, j->cpus * j->workers, j->mem * j->workers, j->net * j->workers};
-	double		free_gpus = 0;
-	Plan		best = {0},
-				plan;
-	GsWhy		why;
-	Search		s;
-	GsRunning **rest;
-	int			nrest = 0;
-	int			n_young = 0,
-				n_fixed = 0,
-				n_guaranteed = 0,
-				n_fair = 0,
-				n_early = 0;
-	bool		too_early = j->try_borrowing && fair_delay_s > 0 &&
-		st->now - j->queued_at < (int64_t) fair_delay_s * 1000000;
+				i;
+	FairVerdict verdict;
+	bool		too_early = j->try_borrowing && set->fair_delay_s > 0 &&
+		st->now - j->queued_at < (int64_t) set->fair_delay_s * 1000000;
 
-	j->preempt_refused = NULL;
-	if (j->tix < 0)
-		return false;
-	if (!st->running_loaded)
-		return false;
-	s.c = c;
-	s.j = j;
-	s.rule = rule;
-	s.my_after = share_with(c, j->tix, jd, 1.0);
-	s.rem = palloc0(sizeof(double) * GS_NRES * Max(c->nteams, 1));
-	s.fair_skips = 0;
-	for (i = 0; i < c->npools && i < GS_MAX_POOLS; i++)
-		if (j->pool_mask & (UINT64_C(1) << i))
-			free_gpus += Max(c->pools[i].capacity[GS_GPU] - c->pools[i].used[GS_GPU], 0);
-
-	cands = palloc(sizeof(Cand) * Max(st->nrunning, 1));
-	rest = palloc(sizeof(GsRunning *) * Max(st->nrunning, 1));
+	memset(n, 0, sizeof(*n));
+	*nrest = 0;
 	for (i = 0; i < st->nrunning && nc < MAX_CANDIDATES; i++)
 	{
 		GsRunning  *r = &st->running[i];
@@ -724,7 +802,7 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 		{
 			/* the rest of an earlier victim of this round: free for J, once it goes */
 			if (r->shareable && !j->quota_blocked && has_rest(r))
-				rest[nrest++] = r;
+				rest[(*nrest)++] = r;
 			continue;
 		}
 		if (r->tix == j->tix)
@@ -736,230 +814,337 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runti
 		}
 		else if (j->quota_blocked)
 			continue;			/* its own quota blocks it: only its team's work */
-		else if (!r->borrowed || r->tix < 0 || !team_borrows(c, r->tix, r->pool, NULL))
+		else if (!r->borrowed || r->tix < 0 || !team_borrows(s->c, r->tix, r->pool, NULL))
 		{
-			n_guaranteed++;
+			n->guaranteed++;
 			continue;
 		}
 		else if (too_early)
 		{
-			n_early++;			/* fair share waits gangsched.fair_preemption_delay */
+			n->early++;			/* fair share waits gangsched.fair_preemption_delay */
 			continue;
 		}
-		else if (j->try_borrowing && !fair_ok(&s, r->tix, NULL, r->demand))
+		else if (j->try_borrowing && (verdict = fair_test(s, r->tix, NULL, r->demand)) != FAIR_YES)
 		{
-			n_fair++;			/* fair share refused (a reclaim needs no test) */
+			/* fair share refused (a reclaim needs no test) */
+			switch (verdict)
+			{
+				case FAIR_HELD:
+					n->held++;
+					break;
+				case FAIR_FLOOR:
+					n->floor++;
+					break;
+				default:
+					n->fair++;
+			}
 			continue;
 		}
 		if (!r->preemptible)
 		{
-			n_fixed++;
+			n->fixed++;
 			continue;
 		}
-		if (r->since + (int64_t) min_runtime_s * 1000000 > st->now)
+		if (r->since + (int64_t) set->min_runtime_s * 1000000 > st->now)
 		{
-			n_young++;
+			n->young++;
 			continue;
 		}
 		cands[nc].r = r;
 		cands[nc].lost = r->gpus_total * ((double) Max(st->now - r->checkpoint, 0) / 1000000.0) +
-			(double) restart_cost_s * r->gpus_total;
-		cands[nc].share = (r->tix >= 0) ? gs_dominant_share(c, r->tix) : 0;
+			(double) set->restart_cost_s * r->gpus_total;
+		cands[nc].share = (r->tix >= 0) ? gs_dominant_share(s->c, r->tix) : 0;
 		nc++;
 	}
-	if (nc == 0 && nrest == 0)
-	{
-		StringInfoData w;
+	return nc;
+}
 
-		/*
-		 * Said only when some gang could have been a victim but for a rule
-		 * (fair share, min_runtime, non-preemptible): a job with nothing to
-		 * preempt at all is not told that preemption was considered.
-		 */
-		if (n_fair + n_young + n_fixed + n_early == 0)
+/*
+ * Why no gang may be a victim, or NULL: said only when some gang could have
+ * been one but for a rule (fair share, min_runtime, non-preemptible); a job
+ * with nothing to preempt at all is not told that preemption was considered.
+ */
+static char *
+refusal_text(const Search *s, const Refusals *n)
+{
+	StringInfoData w;
+	bool		final = s->rule == GS_FAIR_FINAL_SHARE;
+
+	if (n->fair + n->floor + n->held + n->young + n->fixed + n->early == 0)
+		return NULL;
+	initStringInfo(&w);
+	add_part(&w, n->held, "borrowed gang may not be preempted for fair share: this job's team holds its entitled share already (gangsched.fair_preemption_hysteresis)",
+			 "borrowed gangs may not be preempted for fair share: this job's team holds its entitled share already (gangsched.fair_preemption_hysteresis)");
+	add_part(&w, n->floor, "borrowed gang would take its team below its entitled share (fair share, gangsched.fair_preemption_hysteresis)",
+			 "borrowed gangs would take their team below its entitled share (fair share, gangsched.fair_preemption_hysteresis)");
+	add_part(&w, n->early, "borrowed gang may be preempted for fair share once this job has waited gangsched.fair_preemption_delay",
+			 "borrowed gangs may be preempted for fair share once this job has waited gangsched.fair_preemption_delay");
+	add_part(&w, n->fair, final ?
+			 "borrowed gang would leave its team below this job's team (fair share, final_share)" :
+			 "borrowed gang is of a team not above this job's team (fair share, initial_share)",
+			 final ?
+			 "borrowed gangs would leave their team below this job's team (fair share, final_share)" :
+			 "borrowed gangs are of teams not above this job's team (fair share, initial_share)");
+	add_part(&w, n->young, "gang started less than gangsched.min_runtime ago",
+			 "gangs started less than gangsched.min_runtime ago");
+	add_part(&w, n->fixed, "gang is not preemptible", "gangs are not preemptible");
+	add_part(&w, n->guaranteed, "gang of another team runs within its quota",
+			 "gangs of other teams run within their quota");
+	return w.data;
+}
+
+static const char *
+rule_name(const Search *s)
+{
+	return s->rule == GS_FAIR_FINAL_SHARE ? "final_share" : "initial_share";
+}
+
+/* Keep plan as the best if it keeps the rule and beats it. */
+static void
+consider(Search *s, Cand *cands, int n, double free_gpus, Plan *best)
+{
+	Plan		plan;
+
+	if (greedy_plan(s, cands, n, free_gpus, &plan) && plan_fair(s, &plan) &&
+		plan_better(&plan, best, s->j->gpus * s->j->workers))
+		*best = plan;
+}
+
+/* Single victims that make room alone (one large rather than many small). */
+static void
+consider_singles(Search *s, const Cand *cands, int nc, double free_gpus, Plan *best)
+{
+	Cand	   *big = palloc(sizeof(Cand) * nc);
+	int			i;
+
+	memcpy(big, cands, sizeof(Cand) * nc);
+	qsort(big, nc, sizeof(Cand), cmp_larger);
+	for (i = 0; i < nc && i < MAX_SINGLES; i++)
+		consider(s, &big[i], 1, free_gpus, best);
+	pfree(big);
+}
+
+/* Does gang r lie wholly inside domain `dom` of depth d? */
+static bool
+inside_domain(const GsCluster *c, const GsRunning *r, int d, int dom)
+{
+	int			k;
+
+	for (k = 0; k < r->nalloc; k++)
+		if (c->nodes[r->allocs[k].node].dom[d] != dom)
 			return false;
-		initStringInfo(&w);
-		add_part(&w, n_early, "borrowed gang may be preempted for fair share once this job has waited gangsched.fair_preemption_delay",
-				 "borrowed gangs may be preempted for fair share once this job has waited gangsched.fair_preemption_delay");
-		add_part(&w, n_fair, s.rule == GS_FAIR_FINAL_SHARE ?
-				 "borrowed gang would leave its team below this job's team (fair share, final_share)" :
-				 "borrowed gang is of a team not above this job's team (fair share, initial_share)",
-				 s.rule == GS_FAIR_FINAL_SHARE ?
-				 "borrowed gangs would leave their team below this job's team (fair share, final_share)" :
-				 "borrowed gangs are of teams not above this job's team (fair share, initial_share)");
-		add_part(&w, n_young, "gang started less than gangsched.min_runtime ago",
-				 "gangs started less than gangsched.min_runtime ago");
-		add_part(&w, n_fixed, "gang is not preemptible", "gangs are not preemptible");
-		add_part(&w, n_guaranteed, "gang of another team runs within its quota",
-				 "gangs of other teams run within their quota");
-		j->preempt_refused = w.data;
-		return false;
-	}
-	/* not enough GPUs even if every candidate left: no search */
+	return true;
+}
+
+/*
+ * The candidates of one topology domain at a time, at each depth the
+ * MAX_DOMAINS_PER_DEPTH domains whose candidates free the most GPUs first.
+ */
+static void
+consider_domains(Search *s, const Cand *cands, int nc, double free_gpus, Plan *best)
+{
+	GsCluster  *c = s->c;
+	int			d,
+				i;
+
+	for (d = c->nlevels; d >= 1; d--)
 	{
-		double		sum = free_gpus;
+		int			ndom = c->ndom[d];
+		double	   *gain = palloc0(sizeof(double) * Max(ndom, 1));
+		int			pick;
 
 		for (i = 0; i < nc; i++)
-			sum += cands[i].r->gpus_total;
-		if (sum + GS_EPS < jd[GS_GPU])
 		{
-			j->preempt_refused = psprintf("the %d gang%s it may preempt and the free GPUs hold %g GPUs, it needs %g",
-										  nc, nc == 1 ? "" : "s", sum, jd[GS_GPU]);
-			return false;
+			GsRunning  *r = cands[i].r;
+			int			dom = c->nodes[r->allocs[0].node].dom[d];
+
+			if (inside_domain(c, r, d, dom))
+				gain[dom] += r->gpus_total + 1.0;
 		}
+		for (pick = 0; pick < MAX_DOMAINS_PER_DEPTH; pick++)
+		{
+			int			bi = -1,
+						k,
+						m = 0;
+			Cand	   *sub;
+
+			for (k = 0; k < ndom; k++)
+				if (gain[k] > 0 && (bi < 0 || gain[k] > gain[bi]))
+					bi = k;
+			if (bi < 0)
+				break;
+			gain[bi] = 0;
+			sub = palloc(sizeof(Cand) * nc);
+			for (i = 0; i < nc; i++)
+				if (inside_domain(c, cands[i].r, d, bi))
+					sub[m++] = cands[i];
+			if (m > 0)
+				consider(s, sub, m, free_gpus, best);
+			pfree(sub);
+		}
+		pfree(gain);
 	}
-	qsort(cands, nc, sizeof(Cand), cmp_cand);
+}
 
-	search_state = st;
-	probes_left = MAX_PROBES_PER_SEARCH;
-	gs_placer_ignore_memo(p, true);
-	for (i = 0; i < nrest; i++)
-		gs_model_release(p, rest[i], true);
-
+/*
+ * The best plan over the candidates (the rests of earlier victims released
+ * in the model): true with *best set (best->n == 0 when those rests alone
+ * make room), false with J->preempt_refused set.
+ */
+static bool
+best_plan(Search *s, Cand *cands, int nc, int nrest, double free_gpus, Plan *best)
+{
+	memset(best, 0, sizeof(*best));
 	/* what earlier victims of the round leave may be enough alone */
-	if (nrest > 0 && fits(p, j))
-		best.n = 0;				/* nothing more to preempt: it waits for those rests */
-	else if (nc == 0 || !greedy_plan(p, &s, cands, nc, free_gpus, &best))
+	if (nrest > 0 && fits(s))
+		return true;			/* nothing more to preempt: it waits for those rests */
+	if (nc == 0 || !greedy_plan(s, cands, nc, free_gpus, best))
 	{
-		for (i = 0; i < nrest; i++)
-			gs_model_release(p, rest[i], false);
-		gs_placer_ignore_memo(p, false);
-		if (s.fair_skips > 0)
-			j->preempt_refused = psprintf("the victims that would make room would leave their team below this job's team (fair share, %s)",
-										  s.rule == GS_FAIR_FINAL_SHARE ? "final_share" : "initial_share");
+		if (s->fair_skips == 0 && s->floor_skips > 0)
+			s->j->preempt_refused = pstrdup("the victims that would make room would take their team below its entitled share (fair share, gangsched.fair_preemption_hysteresis)");
+		else if (s->fair_skips > 0)
+			s->j->preempt_refused = psprintf("the victims that would make room would leave their team below this job's team (fair share, %s)",
+											 rule_name(s));
 		else
-			j->preempt_refused = psprintf("no set of the %d gang%s it may preempt makes room for its shape", nc,
-										  nc == 1 ? "" : "s");
+			s->j->preempt_refused = psprintf("no set of the %d gang%s it may preempt makes room for its shape", nc,
+											 nc == 1 ? "" : "s");
 		return false;			/* even all of them would not make room */
 	}
-	else
+	if (!plan_fair(s, best))
+		best->n = 0;			/* look for a plan that keeps the rule */
+	consider_singles(s, cands, nc, free_gpus, best);
+	consider_domains(s, cands, nc, free_gpus, best);
+	if (best->n == 0)
 	{
-		if (!plan_fair(&s, &best))
-			best.n = 0;			/* look for a plan that keeps the rule */
-
-		/* single victims that make room alone (one large rather than many small) */
-		{
-			Cand	   *big = palloc(sizeof(Cand) * nc);
-
-			memcpy(big, cands, sizeof(Cand) * nc);
-			qsort(big, nc, sizeof(Cand), cmp_larger);
-			for (i = 0; i < nc && i < MAX_SINGLES; i++)
-				if (greedy_plan(p, &s, &big[i], 1, free_gpus, &plan) && plan_fair(&s, &plan) &&
-					plan_better(&plan, &best, jd[GS_GPU]))
-					best = plan;
-			pfree(big);
-		}
-
-		/* the candidates of one topology domain at a time, most promising first */
-		for (d = c->nlevels; d >= 1; d--)
-		{
-			int			ndom = c->ndom[d];
-			double	   *gain = palloc0(sizeof(double) * Max(ndom, 1));
-			int			pick;
-
-			for (i = 0; i < nc; i++)
-			{
-				GsRunning  *r = cands[i].r;
-				int			dom = c->nodes[r->allocs[0].node].dom[d];
-				int			k;
-				bool		one = true;
-
-				for (k = 1; k < r->nalloc; k++)
-					if (c->nodes[r->allocs[k].node].dom[d] != dom)
-						one = false;
-				if (one)
-					gain[dom] += r->gpus_total + 1.0;
-			}
-			for (pick = 0; pick < MAX_DOMAINS_PER_DEPTH; pick++)
-			{
-				int			bi = -1,
-							k,
-							m = 0;
-				Cand	   *sub;
-
-				for (k = 0; k < ndom; k++)
-					if (gain[k] > 0 && (bi < 0 || gain[k] > gain[bi]))
-						bi = k;
-				if (bi < 0)
-					break;
-				gain[bi] = 0;
-				sub = palloc(sizeof(Cand) * nc);
-				for (i = 0; i < nc; i++)
-				{
-					GsRunning  *r = cands[i].r;
-					bool		inside = true;
-
-					for (k = 0; k < r->nalloc; k++)
-						if (c->nodes[r->allocs[k].node].dom[d] != bi)
-							inside = false;
-					if (inside)
-						sub[m++] = cands[i];
-				}
-				if (m > 0 && greedy_plan(p, &s, sub, m, free_gpus, &plan) && plan_fair(&s, &plan) &&
-					plan_better(&plan, &best, jd[GS_GPU]))
-					best = plan;
-				pfree(sub);
-			}
-			pfree(gain);
-		}
-
-		if (best.n == 0)
-		{
-			for (i = 0; i < nrest; i++)
-				gs_model_release(p, rest[i], false);
-			gs_placer_ignore_memo(p, false);
-			j->preempt_refused = psprintf("every set of victims that makes room would leave a team below this job's team (fair share, %s)",
-										  s.rule == GS_FAIR_FINAL_SHARE ? "final_share" : "initial_share");
-			return false;		/* no plan keeps the fair-share rule */
-		}
+		s->j->preempt_refused = psprintf("every set of victims that makes room would leave a team below this job's team (fair share, %s)",
+										 rule_name(s));
+		return false;			/* no plan keeps the fair-share rule */
 	}
+	return true;
+}
 
-	/* carry out the best plan in the model: release, place, take over */
-	for (i = 0; i < best.n; i++)
-		gs_model_release(p, best.v[i], true);
-	if (!gs_place(p, j, &why))
+/*
+ * Carry out the best plan in the model: release its victims, place J, and
+ * let J take over what it uses of them and of the rests it waits for.
+ */
+static bool
+carry_out(Search *s, Plan *best, GsRunning **rest, int nrest)
+{
+	GsJob	   *j = s->j;
+	GsWhy		why;
+	int			nall = best->n + nrest,
+				i;
+	GsRunning **all;
+	bool	   *uses;
+
+	for (i = 0; i < best->n; i++)
+		gs_model_release(s->p, best->v[i], true);
+	if (!gs_place(s->p, j, &why))
 	{
-		for (i = 0; i < best.n; i++)
-			gs_model_release(p, best.v[i], false);
-		for (i = 0; i < nrest; i++)
-			gs_model_release(p, rest[i], false);
-		gs_placer_ignore_memo(p, false);
+		for (i = 0; i < best->n; i++)
+			gs_model_release(s->p, best->v[i], false);
 		return false;
 	}
-	gs_placer_ignore_memo(p, false);
 	j->placed = false;			/* it is nominated, not placed */
+	all = palloc(sizeof(GsRunning *) * Max(nall, 1));
+	uses = palloc(sizeof(bool) * Max(nall, 1));
+	for (i = 0; i < best->n; i++)
 	{
-		int			nall = best.n + nrest;
-		GsRunning **all = palloc(sizeof(GsRunning *) * Max(nall, 1));
-		bool	   *uses = palloc(sizeof(bool) * Max(nall, 1));
-
-		for (i = 0; i < best.n; i++)
-		{
-			all[i] = best.v[i];
-			best.v[i]->taken = true;
-			best.v[i]->shareable = true;
-		}
-		for (i = 0; i < nrest; i++)
-			all[best.n + i] = rest[i];
-		take_over(p, c, j, all, nall, uses);
-		j->nwaits = 0;
-		j->waits = palloc(sizeof(GsRunning *) * Max(nrest, 1));
-		for (i = 0; i < nrest; i++)
-			if (uses[best.n + i])
-				j->waits[j->nwaits++] = rest[i];
+		all[i] = best->v[i];
+		best->v[i]->taken = true;
+		best->v[i]->shareable = true;
 	}
+	for (i = 0; i < nrest; i++)
+		all[best->n + i] = rest[i];
+	take_over(s->p, s->c, j, all, nall, uses);
+	j->nwaits = 0;
+	j->waits = palloc(sizeof(GsRunning *) * Max(nrest, 1));
+	for (i = 0; i < nrest; i++)
+		if (uses[best->n + i])
+			j->waits[j->nwaits++] = rest[i];
 	j->nominated = true;
-	j->nvictims = best.n;
-	j->victims = best.v;
-	j->victim_cost = best.n > 0 ? best.lost : 0;
-	if (best.n > 0 && best.v[0]->tix == j->tix)
+	j->nvictims = best->n;
+	j->victims = best->v;
+	j->victim_cost = best->n > 0 ? best->lost : 0;
+	if (best->n > 0 && best->v[0]->tix == j->tix)
 	{
 		j->trigger = "priority";
-		for (i = 0; i < best.n; i++)
-			if (best.v[i]->priority == j->priority)
+		for (i = 0; i < best->n; i++)
+			if (best->v[i]->priority == j->priority)
 				j->trigger = "las";
 	}
 	else
 		j->trigger = j->try_borrowing ? "fair share" : "reclaim";
 	return true;
+}
+
+bool
+gs_preempt(GsPlacer *p, GsState *st, GsJob *j, const GsPreemptSettings *set, GsPreemptRound *rd)
+{
+	GsCluster  *c = st->cluster;
+	Cand	   *cands;
+	int			nc,
+				i;
+	double		jd[GS_NRES] = {j->gpus * j->workers, j->cpus * j->workers, j->mem * j->workers, j->net * j->workers};
+	double		free_gpus = 0,
+				sum;
+	Plan		best;
+	Search		s;
+	Refusals	refused;
+	GsRunning **rest;
+	int			nrest;
+	bool		ok;
+
+	j->preempt_refused = NULL;
+	if (j->tix < 0)
+		return false;
+	if (!st->running_loaded)
+		return false;
+	s.p = p;
+	s.st = st;
+	s.c = c;
+	s.j = j;
+	s.rule = set->rule;
+	s.my_after = share_with(c, j->tix, jd, 1.0);
+	s.rem = palloc0(sizeof(double) * GS_NRES * Max(c->nteams, 1));
+	s.fair_skips = 0;
+	s.probes_left = MAX_PROBES_PER_SEARCH;
+	s.probes = &rd->probes;
+	s.hysteresis = set->hysteresis;
+	s.level = rd->fair_level;
+	s.my_before = gs_dominant_share(c, j->tix);
+	s.floor_skips = 0;
+	for (i = 0; i < c->npools && i < GS_MAX_POOLS; i++)
+		if (j->pool_mask & (UINT64_C(1) << i))
+			free_gpus += Max(c->pools[i].capacity[GS_GPU] - c->pools[i].used[GS_GPU], 0);
+
+	cands = palloc(sizeof(Cand) * Max(st->nrunning, 1));
+	rest = palloc(sizeof(GsRunning *) * Max(st->nrunning, 1));
+	nc = collect_candidates(&s, set, cands, rest, &nrest, &refused);
+	if (nc == 0 && nrest == 0)
+	{
+		j->preempt_refused = refusal_text(&s, &refused);
+		return false;
+	}
+	/* not enough GPUs even if every candidate left: no search */
+	sum = free_gpus;
+	for (i = 0; i < nc; i++)
+		sum += cands[i].r->gpus_total;
+	if (sum + GS_EPS < jd[GS_GPU])
+	{
+		j->preempt_refused = psprintf("the %d gang%s it may preempt and the free GPUs hold %g GPUs, it needs %g",
+									  nc, nc == 1 ? "" : "s", sum, jd[GS_GPU]);
+		return false;
+	}
+	qsort(cands, nc, sizeof(Cand), cmp_cand);
+
+	gs_placer_ignore_memo(p, true);
+	for (i = 0; i < nrest; i++)
+		gs_model_release(p, rest[i], true);
+	ok = best_plan(&s, cands, nc, nrest, free_gpus, &best) && carry_out(&s, &best, rest, nrest);
+	if (!ok)
+		for (i = 0; i < nrest; i++)
+			gs_model_release(p, rest[i], false);
+	gs_placer_ignore_memo(p, false);
+	return ok;
 }

@@ -18,20 +18,34 @@ typedef enum GsFairRule
 	GS_FAIR_INITIAL_SHARE		/* with J, its team ends below the victim team's share before the swap */
 } GsFairRule;
 
+/* The settings a victim search follows (filled from gangsched.* at the SPI edge). */
+typedef struct GsPreemptSettings
+{
+	int			restart_cost_s; /* gangsched.restart_cost: lost work per GPU of a restart */
+	int			min_runtime_s;	/* gangsched.min_runtime: younger gangs are no victims */
+	GsFairRule	rule;			/* gangsched.fair_preemption */
+	int			fair_delay_s;	/* gangsched.fair_preemption_delay */
+	bool		hysteresis;		/* gangsched.fair_preemption_hysteresis */
+} GsPreemptSettings;
+
+/* What the round tells every search, and what searches report back. */
+typedef struct GsPreemptRound
+{
+	double		fair_level;		/* gs_fair_level() at the round's start */
+	int64		probes;			/* placement probes made (for the round's DEBUG1 line) */
+} GsPreemptRound;
+
 /*
  * Try to nominate `j` (which just failed to fit): on success the job has
  * its planned placement in j->assign, its victims in j->victims (marked
  * taken), the earlier victims of the round whose rest it uses in j->waits,
  * j->nominated set, and the model holds its capacity. On failure
- * j->preempt_refused may say why.
+ * j->preempt_refused may say why. The placement probes it makes are added
+ * to rd->probes.
  */
-extern bool gs_preempt(GsPlacer *p, GsState *st, GsJob *j, int restart_cost_s, int min_runtime_s,
-					   GsFairRule rule, int fair_delay_s);
+extern bool gs_preempt(GsPlacer *p, GsState *st, GsJob *j, const GsPreemptSettings *set, GsPreemptRound *rd);
 
 /* GPUs a victim chosen this round still holds beyond what preemptors took over. */
 extern double gs_victim_rest_gpus(const GsCluster *c, const GsRunning *r);
-
-/* Placement probes victim searches made since the last call (for the round's DEBUG1 line). */
-extern int64 gs_preempt_probes(void);
 
 #endif							/* GANGSCHED_PREEMPT_H */

@@ -1180,7 +1180,7 @@ round_steps(RoundResult *res)
 	st->load_running = gs_load_running;
 	INSTR_TIME_SET_CURRENT(t2);
 	gs_mark_expiring(st, now, gs_default_queue_timeout_s);
-	gs_decide(st, &res->dec);
+	gs_decide(st, gs_schedule_settings(), &res->dec);
 	res->expired = res->dec.expiring;
 	INSTR_TIME_SET_CURRENT(t3);
 	write_decisions(st, &res->dec, now);
@@ -1326,7 +1326,7 @@ gs_queue(PG_FUNCTION_ARGS)
 	st->now = gs_now();
 	st->load_running = gs_load_running;
 	gs_mark_expiring(st, gs_now(), gs_default_queue_timeout_s);
-	gs_decide(st, &dec);
+	gs_decide(st, gs_schedule_settings(), &dec);
 	n = gs_order_count(dec.order);
 	for (k = 0; k < n; k++)
 	{

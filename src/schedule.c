@@ -21,7 +21,6 @@
 #include "utils/hsearch.h"
 
 #include "fair.h"
-#include "guc.h"
 #include "order.h"
 #include "preempt.h"
 #include "schedule.h"
@@ -90,52 +89,75 @@ nomination_reason(const GsJob *j)
 	return s.data;
 }
 
-/* Victim search with the round's bounds and failure memo. */
-static double search_ms = 0;
-static int	search_n = 0;
-
-static bool
-try_preempt(GsState *st, GsDecision *out, GsJob *j, HTAB *memo, int *failed)
+/* One round's decisions in progress. */
+typedef struct Round
 {
+	GsState    *st;
+	GsDecision *out;
+	GsScheduleSettings set;
+	HTAB	   *memo;			/* SearchMemo: shapes whose victim search failed */
+	int			failed;			/* victim searches that found nothing */
+	bool		guard_done;		/* the starvation guard has its job */
+	double		search_ms;		/* time in victim searches (DEBUG1) */
+	int			search_n;
+	GsPreemptRound preempt;		/* the fair level; the searches' placement probes */
+} Round;
+
+/* The candidate was placed: count it in the decision and the order. */
+static void
+placed(Round *rd, GsJob *j)
+{
+	rd->out->placed++;
+	rd->out->workers_placed += j->workers;
+	gs_order_placed(rd->out->order, j);
+}
+
+/*
+ * Victim search with the round's bounds and failure memo. When it nominates
+ * the job, its victims leave their team's use and the job joins its own:
+ * later decisions of the round see the swap as done.
+ */
+static bool
+nominate(Round *rd, GsJob *j)
+{
+	GsState    *st = rd->st;
 	SearchKey	key;
 	SearchMemo *m;
 	bool		found;
 	instr_time	t0,
 				t1;
 	bool		ok;
+	int			k;
 
-	if (*failed >= GS_MAX_FAILED_SEARCHES)
+	if (rd->failed >= GS_MAX_FAILED_SEARCHES)
 		return false;
 	search_key(j, &key);
-	m = hash_search(memo, &key, HASH_FIND, &found);
+	m = hash_search(rd->memo, &key, HASH_FIND, &found);
 	if (found && j->workers >= m->min_workers)
 		return false;
 	if (!st->running_loaded && st->load_running)
 		st->load_running(st);
 	INSTR_TIME_SET_CURRENT(t0);
-	ok = gs_preempt(out->placer, st, j, gs_restart_cost_s, gs_min_runtime_s, (GsFairRule) gs_fair_preemption,
-					 gs_fair_preemption_delay_s);
+	ok = gs_preempt(rd->out->placer, st, j, &rd->set.preempt, &rd->preempt);
 	INSTR_TIME_SET_CURRENT(t1);
 	INSTR_TIME_SUBTRACT(t1, t0);
-	search_ms += INSTR_TIME_GET_MILLISEC(t1);
-	search_n++;
-	if (ok)
+	rd->search_ms += INSTR_TIME_GET_MILLISEC(t1);
+	rd->search_n++;
+	if (!ok)
 	{
-		int			k;
-
-		/* its victims are leaving: later decisions of the round see them gone */
-		for (k = 0; k < j->nvictims; k++)
-			gs_unaccount_running(st->cluster, j->victims[k]);
-		out->nominated++;
-		out->preempted += j->nvictims;
-		j->reason = nomination_reason(j);
-		return true;
+		rd->failed++;
+		m = hash_search(rd->memo, &key, HASH_ENTER, &found);
+		if (!found || j->workers < m->min_workers)
+			m->min_workers = j->workers;
+		return false;
 	}
-	(*failed)++;
-	m = hash_search(memo, &key, HASH_ENTER, &found);
-	if (!found || j->workers < m->min_workers)
-		m->min_workers = j->workers;
-	return false;
+	for (k = 0; k < j->nvictims; k++)
+		gs_unaccount_running(st->cluster, j->victims[k]);
+	rd->out->nominated++;
+	rd->out->preempted += j->nvictims;
+	j->reason = nomination_reason(j);
+	gs_order_placed(rd->out->order, j);
+	return true;
 }
 
 void
@@ -152,159 +174,224 @@ gs_mark_expiring(GsState *st, int64_t now, int default_timeout_s)
 	}
 }
 
-void
-gs_decide(GsState *st, GsDecision *out)
+/*
+ * Work conservation before anything else: a preemptible job that did not
+ * fit within its quota runs at once on idle capacity it may borrow
+ * elsewhere (another pool), rather than preempting or being held by the
+ * starvation guard. Returns the pools it was tried on as borrowed work (0
+ * when it was not); *ok says whether it was placed there.
+ */
+static uint64_t
+borrow_elsewhere(Round *rd, GsJob *j, bool *ok)
+{
+	GsDecision *out = rd->out;
+	char	   *qwhy = NULL;
+	uint64_t	guaranteed = j->pool_mask;
+	uint64_t	elsewhere;
+	GsWhy		bwhy;
+
+	*ok = false;
+	if (j->try_borrowing || !j->preemptible || j->quota_blocked)
+		return 0;
+	elsewhere = gs_borrow_pools(rd->st->cluster, j, &qwhy) & ~guaranteed &
+		~gs_order_thrash_mask(out->order, j, NULL);
+	if (elsewhere == 0)
+		return 0;
+	j->pool_mask = elsewhere;
+	j->try_borrowing = true;
+	out->considered++;			/* a second try, as borrowed work */
+	if (gs_place(out->placer, j, &bwhy))
+	{
+		*ok = true;
+		return elsewhere;
+	}
+	j->pool_mask = guaranteed;
+	j->try_borrowing = false;
+	return elsewhere;
+}
+
+/*
+ * The starvation guard, for the first candidate that does not fit, if it
+ * would fit the cluster as it is when empty: within its quota, or else
+ * where it may borrow (`elsewhere`, when it was tried there). True when the
+ * job got the guard.
+ */
+static bool
+guard(Round *rd, GsJob *j, GsWhy *why, uint64_t elsewhere)
+{
+	GsDecision *out = rd->out;
+	StringInfoData s;
+
+	if (rd->guard_done)
+		return false;
+	if (!gs_reserve(out->placer, j) && elsewhere != 0)
+	{
+		uint64_t	guaranteed = j->pool_mask;
+
+		j->pool_mask = elsewhere;
+		j->try_borrowing = true;
+		if (!gs_reserve(out->placer, j))
+		{
+			j->pool_mask = guaranteed;
+			j->try_borrowing = false;
+		}
+	}
+	if (!j->reserved)
+		return false;
+	rd->guard_done = true;
+	out->reserved = j;
+	initStringInfo(&s);
+	appendStringInfo(&s, "first in line: capacity is being kept for it; %s",
+					 gs_why_text(rd->st->cluster, j, why, false));
+	j->reason = s.data;
+	return true;
+}
+
+/*
+ * One candidate of the order: placed, placed elsewhere as borrowed work,
+ * nominated with victims, given the starvation guard, or left to wait.
+ * False when the round tries no further candidate (no backfill).
+ */
+static bool
+decide_one(Round *rd, GsJob *j)
+{
+	GsDecision *out = rd->out;
+	GsWhy	   *why = &out->why[j - rd->st->jobs];
+	uint64_t	elsewhere;
+	bool		ok;
+
+	out->considered++;
+	if (gs_place(out->placer, j, why))
+	{
+		placed(rd, j);
+		return true;
+	}
+	/* (the text of why is built only where it is stored or shown) */
+	elsewhere = borrow_elsewhere(rd, j, &ok);
+	if (ok)
+	{
+		placed(rd, j);
+		return true;
+	}
+	/* preemption: victims whose capacity makes a valid placement */
+	if (rd->set.preemption && nominate(rd, j))
+		return true;
+	/* without backfill, nothing after the first that does not fit */
+	if (!rd->set.backfill)
+		return false;
+	if (guard(rd, j, why, elsewhere))
+		return true;
+	/* (tried as borrowed work already: no second borrowing try later) */
+	if (elsewhere == 0)
+		gs_order_failed(out->order, j);
+	return true;
+}
+
+/*
+ * Jobs their own team's quota blocks may still take the place of the
+ * team's lower-priority work (the priority trigger): the quota is checked
+ * with those victims gone.
+ */
+static void
+nominate_quota_blocked(Round *rd)
+{
+	GsDecision *out = rd->out;
+	int			n = gs_order_count(out->order),
+				i;
+
+	for (i = 0; i < n && rd->failed < GS_MAX_FAILED_SEARCHES; i++)
+	{
+		GsJob	   *j = gs_order_at(out->order, i);
+
+		if (!j->quota_blocked || j->nominated || j->placed || j->expiring)
+			continue;
+		j->pool_mask = gs_eligible_pools(rd->st->cluster, j);
+		if (nominate(rd, j))
+			j->quota_blocked = false;
+	}
+}
+
+/* Expiring jobs: what they would wait for now becomes their last reason. */
+static void
+expiring_reasons(Round *rd)
+{
+	GsState    *st = rd->st;
+	GsDecision *out = rd->out;
+	int			i;
+
+	for (i = 0; i < st->njobs; i++)
+	{
+		GsJob	   *j = &st->jobs[i];
+
+		if (!j->expiring)
+			continue;
+		out->expiring++;
+		j->pool_mask = gs_eligible_pools(st->cluster, j);
+		if (!gs_probe(out->placer, j, &out->why[i]))
+			j->reason = gs_why_text(st->cluster, j, &out->why[i], false);
+	}
+}
+
+/*
+ * The round's fair level (fair.h): every team's use plus its pending work
+ * (jobs whose queue timeout passed do not count) is its demand.
+ */
+static double
+fair_level(GsState *st)
 {
 	GsCluster  *c = st->cluster;
+	double	   *demand = palloc0(sizeof(double) * GS_NRES * Max(c->nteams, 1));
+	double		level;
+	int			t,
+				i;
+
+	for (t = 0; t < c->nteams; t++)
+		memcpy(&demand[t * GS_NRES], c->teams[t].used, sizeof(double) * GS_NRES);
+	for (i = 0; i < st->njobs; i++)
+	{
+		GsJob	   *j = &st->jobs[i];
+
+		if (j->tix < 0 || j->expiring)
+			continue;
+		demand[j->tix * GS_NRES + GS_GPU] += j->gpus * j->workers;
+		demand[j->tix * GS_NRES + GS_CPU] += j->cpus * j->workers;
+		demand[j->tix * GS_NRES + GS_MEM] += j->mem * j->workers;
+		demand[j->tix * GS_NRES + GS_NET] += j->net * j->workers;
+	}
+	level = gs_fair_level(c, demand);
+	pfree(demand);
+	return level;
+}
+
+void
+gs_decide(GsState *st, GsScheduleSettings set, GsDecision *out)
+{
+	Round		rd;
 	GsJob	   *j;
-	bool		guard_done = false;
-	int			i;
-	int			failed = 0;
-	bool		borrow_tried;
-	uint64_t	elsewhere;
-	HTAB	   *memo;
 	HASHCTL		ctl;
 
 	memset(out, 0, sizeof(*out));
-	out->placer = gs_placer_create(c);
-	out->order = gs_order_begin(st, (GsOrderPolicy) gs_queue_order);
+	memset(&rd, 0, sizeof(rd));
+	rd.st = st;
+	rd.out = out;
+	rd.set = set;
+	out->placer = gs_placer_create(st->cluster);
+	out->order = gs_order_begin(st, &set.order);
 	out->why = palloc0(sizeof(GsWhy) * Max(st->njobs, 1));
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = sizeof(SearchKey);
 	ctl.entrysize = sizeof(SearchMemo);
 	ctl.hcxt = CurrentMemoryContext;
-	memo = hash_create("gangsched victim searches", 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	search_ms = 0;
-	search_n = 0;
-	(void) gs_preempt_probes();
+	rd.memo = hash_create("gangsched victim searches", 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	rd.preempt.fair_level = (set.preemption && set.preempt.hysteresis) ? fair_level(st) : 1e300;
 
 	while ((j = gs_order_next(out->order)) != NULL)
-	{
-		GsWhy	   *why = &out->why[j - st->jobs];
-
-		out->considered++;
-		if (gs_place(out->placer, j, why))
-		{
-			out->placed++;
-			out->workers_placed += j->workers;
-			gs_order_placed(out->order, j);
-			continue;
-		}
-		/* (the text of why is built only where it is stored or shown) */
-		/*
-		 * Work conservation before anything else: a preemptible job that did
-		 * not fit within its quota runs at once on idle capacity it may
-		 * borrow elsewhere (another pool), rather than preempting or being
-		 * held by the starvation guard.
-		 */
-		borrow_tried = false;
-		elsewhere = 0;
-		if (!j->try_borrowing && j->preemptible && !j->quota_blocked)
-		{
-			char	   *qwhy = NULL;
-			uint64_t	guaranteed = j->pool_mask;
-
-			elsewhere = gs_borrow_pools(c, j, &qwhy) & ~guaranteed & ~gs_order_thrash_mask(out->order, j, NULL);
-
-			if (elsewhere != 0)
-			{
-				GsWhy		bwhy;
-
-				j->pool_mask = elsewhere;
-				j->try_borrowing = true;
-				out->considered++;	/* a second try, as borrowed work */
-				borrow_tried = true;
-				if (gs_place(out->placer, j, &bwhy))
-				{
-					out->placed++;
-					out->workers_placed += j->workers;
-					gs_order_placed(out->order, j);
-					continue;
-				}
-				j->pool_mask = guaranteed;
-				j->try_borrowing = false;
-			}
-		}
-		/* preemption: victims whose capacity makes a valid placement */
-		if (gs_preemption)
-		{
-			if (try_preempt(st, out, j, memo, &failed))
-			{
-				gs_order_placed(out->order, j);
-				continue;
-			}
-		}
-		/* without backfill, nothing after the first that does not fit */
-		if (!gs_backfill)
+		if (!decide_one(&rd, j))
 			break;
-		/*
-		 * The first that does not fit, if it would fit the cluster as it is
-		 * when empty: within its quota, or else where it may borrow.
-		 */
-		if (!guard_done && !gs_reserve(out->placer, j) && borrow_tried)
-		{
-			uint64_t	guaranteed = j->pool_mask;
-
-			j->pool_mask = elsewhere;
-			j->try_borrowing = true;
-			if (!gs_reserve(out->placer, j))
-			{
-				j->pool_mask = guaranteed;
-				j->try_borrowing = false;
-			}
-		}
-		if (!guard_done && j->reserved)
-		{
-			StringInfoData s;
-
-			guard_done = true;
-			out->reserved = j;
-			initStringInfo(&s);
-			appendStringInfo(&s, "first in line: capacity is being kept for it; %s",
-							 gs_why_text(c, j, why, false));
-			j->reason = s.data;
-			continue;
-		}
-		/* (tried as borrowed work already: no second borrowing try later) */
-		if (!borrow_tried)
-			gs_order_failed(out->order, j);
-	}
-
-	/*
-	 * Jobs their own team's quota blocks may still take the place of the
-	 * team's lower-priority work (the priority trigger): the quota is
-	 * checked with those victims gone.
-	 */
-	if (gs_preemption)
-	{
-		int			n = gs_order_count(out->order);
-
-		for (i = 0; i < n && failed < GS_MAX_FAILED_SEARCHES; i++)
-		{
-			j = gs_order_at(out->order, i);
-			if (!j->quota_blocked || j->nominated || j->placed || j->expiring)
-				continue;
-			j->pool_mask = gs_eligible_pools(c, j);
-			if (try_preempt(st, out, j, memo, &failed))
-			{
-				j->quota_blocked = false;
-				gs_order_placed(out->order, j);
-			}
-		}
-	}
+	if (set.preemption)
+		nominate_quota_blocked(&rd);
 
 	elog(DEBUG1, "gangsched decide: %d candidates tried, %d victim searches (%d found nothing, " INT64_FORMAT " placement probes) in %.1f ms",
-		 out->considered, search_n, failed, gs_preempt_probes(), search_ms);
-
-	/* expiring jobs: what they would wait for now becomes their last reason */
-	for (i = 0; i < st->njobs; i++)
-	{
-		j = &st->jobs[i];
-		if (!j->expiring)
-			continue;
-		out->expiring++;
-		j->pool_mask = gs_eligible_pools(c, j);
-		if (!gs_probe(out->placer, j, &out->why[i]))
-			j->reason = gs_why_text(c, j, &out->why[i], false);
-	}
+		 out->considered, rd.search_n, rd.failed, rd.preempt.probes, rd.search_ms);
+	expiring_reasons(&rd);
 }

@@ -6,7 +6,9 @@
 #define GANGSCHED_SCHEDULE_H
 
 #include "model.h"
+#include "order.h"
 #include "placement.h"
+#include "preempt.h"
 
 typedef struct GsDecision
 {
@@ -22,8 +24,22 @@ typedef struct GsDecision
 	GsWhy	   *why;			/* per job, parallel to GsState.jobs */
 } GsDecision;
 
+/*
+ * The settings one round's decisions follow. The algorithm reads no GUC:
+ * gs_schedule_settings() (guc.c, the edge) fills this from gangsched.*.
+ */
+typedef struct GsScheduleSettings
+{
+	GsOrderSettings order;
+	bool		preemption;		/* gangsched.preemption */
+	bool		backfill;		/* gangsched.backfill */
+	GsPreemptSettings preempt;
+} GsScheduleSettings;
+
+extern GsScheduleSettings gs_schedule_settings(void);
+
 /* Mark the pending jobs whose queue timeout has passed at `now`. */
 extern void gs_mark_expiring(GsState *st, int64_t now, int default_timeout_s);
-extern void gs_decide(GsState *st, GsDecision *out);
+extern void gs_decide(GsState *st, GsScheduleSettings set, GsDecision *out);
 
 #endif							/* GANGSCHED_SCHEDULE_H */

@@ -247,7 +247,7 @@ pending_rows(int64 job_id, MemoryContext per_query)
 	st->now = gs_now();
 	st->load_running = gs_load_running;
 	gs_mark_expiring(st, gs_now(), gs_default_queue_timeout_s);
-	gs_decide(st, &dec);
+	gs_decide(st, gs_schedule_settings(), &dec);
 	for (i = 0; i < st->njobs; i++)
 		if (st->jobs[i].id == job_id)
 			target = &st->jobs[i];

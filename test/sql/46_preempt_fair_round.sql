@@ -143,8 +143,12 @@ SELECT * FROM gangsched.check_invariants();
 --    the gang is preempted: a ends at 16 and b at 8, past the fair split
 --    (16/16), and b may not take it back (b with its 16 would be at 0.75,
 --    above a's 0.5): the overshoot final_share rules out.
+-- The two rules alone: gangsched.fair_preemption_hysteresis (section 8)
+-- would refuse the gang under initial_share too (b would end at 8, below
+-- its entitled 16).
 DROP EXTENSION gangsched;
 CREATE EXTENSION gangsched;
+SET gangsched.fair_preemption_hysteresis = off;
 SET gangsched.clock_override = '2030-01-01 00:00:00+00';
 SELECT pg_temp.cluster(4);
 SELECT gangsched.add_team('a'), gangsched.add_team('b');
@@ -177,6 +181,7 @@ SELECT placed, preempted FROM pg_temp.round();
 SELECT pg_temp.split();
 SELECT * FROM gangsched.check_invariants();
 RESET gangsched.fair_preemption;
+RESET gangsched.fair_preemption_hysteresis;
 -- a bad value is explained
 SET gangsched.fair_preemption = 'below';
 
@@ -350,16 +355,25 @@ SELECT * FROM gangsched.check_invariants();
 -- 2 to 4 teams of weight 1 to 3; the cluster starts full, split at random
 -- among one or two of them; every team then has more pending work than the
 -- cluster holds. Steps (round, releases, starts) run until two in a row
--- preempt nothing. Checked:
---  - stable: no team may preempt another any more under final_share
---    ((x_i + 1) / w_i > (x_j - 1) / w_j for every pair);
+-- preempt nothing. Each seed runs twice: with
+-- gangsched.fair_preemption_hysteresis off (final_share alone) and on (the
+-- default: capacity moves only from a team that keeps its entitlement
+-- 32 × w_i / Σw to a team below it). Checked:
+--  - stable: no team may preempt another any more: under final_share
+--    ((x_i + 1) / w_i > (x_j - 1) / w_j for every pair); with hysteresis,
+--    for every pair where x_i / w_i is below the fair level L = 32 / Σw and
+--    (x_j - 1) / w_j is not, final_share refuses it;
+--  - never past the fair split: a team that started at or above its
+--    entitlement does not end below it by more than final_share allows
+--    (with hysteresis: not below it at all), and no team that gained ends
+--    a whole GPU above it;
 --  - no oscillation: the preemptions equal the GPUs the gaining teams
 --    gained (no GPU was taken back);
 --  - no more preemptions than the distance from the starting split to the
 --    weighted fair split (32 × w_i / Σw for each team), rounded up.
-CREATE FUNCTION pg_temp.trial(seed float8)
+CREATE FUNCTION pg_temp.trial(seed float8, hysteresis bool)
 RETURNS TABLE (weights int[], start int[], final int[], preemptions bigint, distance int,
-               stable bool, no_oscillation bool, within_distance bool)
+               stable bool, never_past bool, no_oscillation bool, within_distance bool)
 LANGUAGE plpgsql AS $$
 DECLARE
     nteams int;
@@ -373,7 +387,9 @@ DECLARE
     s record;
     fair float8;
     dist float8 := 0;
+    lvl float8;
 BEGIN
+    PERFORM set_config('gangsched.fair_preemption_hysteresis', hysteresis::text, false);
     PERFORM setseed(seed);
     nteams := 2 + floor(random() * 3)::int;
     holders := 1 + floor(random() * 2)::int;
@@ -420,36 +436,128 @@ BEGIN
     final := x;
     SELECT COALESCE(sum(j.preemptions), 0) INTO preemptions FROM gangsched.jobs j;
     distance := ceil(dist - 1e-9)::int;
+    lvl := 32.0 / (SELECT sum(v) FROM unnest(w) v);
     stable := NOT EXISTS (SELECT FROM generate_series(1, nteams) i, generate_series(1, nteams) j
                            WHERE i <> j AND x[j] > 0
-                             AND (x[i] + 1)::float8 / w[i] <= (x[j] - 1)::float8 / w[j] + 1e-12);
+                             AND (x[i] + 1)::float8 / w[i] <= (x[j] - 1)::float8 / w[j] + 1e-12
+                             AND (NOT hysteresis OR (x[i]::float8 / w[i] < lvl - 1e-12
+                                                     AND (x[j] - 1)::float8 / w[j] >= lvl - 1e-12)));
+    never_past := NOT EXISTS (SELECT FROM generate_series(1, nteams) i
+                               WHERE (x[i] < x0[i] AND x[i]::float8 / w[i] < lvl - 1e-12
+                                      AND (hysteresis OR (x[i] + 1)::float8 / w[i] < lvl - 1e-12))
+                                  OR (x[i] > x0[i] AND (x[i] - 1)::float8 / w[i] >= lvl - 1e-12));
     no_oscillation := preemptions = (SELECT sum(greatest(x[i] - x0[i], 0)) FROM generate_series(1, nteams) i);
     within_distance := preemptions <= distance;
     RETURN NEXT;
 END $$;
 DROP EXTENSION gangsched;
 CREATE EXTENSION gangsched;
-SELECT * FROM pg_temp.trial(0.11);
+SELECT * FROM pg_temp.trial(0.11, false);
 SELECT * FROM gangsched.check_invariants();
 DROP EXTENSION gangsched;
 CREATE EXTENSION gangsched;
-SELECT * FROM pg_temp.trial(0.23);
+SELECT * FROM pg_temp.trial(0.11, true);
 SELECT * FROM gangsched.check_invariants();
 DROP EXTENSION gangsched;
 CREATE EXTENSION gangsched;
-SELECT * FROM pg_temp.trial(0.37);
+SELECT * FROM pg_temp.trial(0.23, false);
 SELECT * FROM gangsched.check_invariants();
 DROP EXTENSION gangsched;
 CREATE EXTENSION gangsched;
-SELECT * FROM pg_temp.trial(0.52);
+SELECT * FROM pg_temp.trial(0.23, true);
 SELECT * FROM gangsched.check_invariants();
 DROP EXTENSION gangsched;
 CREATE EXTENSION gangsched;
-SELECT * FROM pg_temp.trial(0.68);
+SELECT * FROM pg_temp.trial(0.37, false);
 SELECT * FROM gangsched.check_invariants();
 DROP EXTENSION gangsched;
 CREATE EXTENSION gangsched;
-SELECT * FROM pg_temp.trial(0.81);
+SELECT * FROM pg_temp.trial(0.37, true);
+SELECT * FROM gangsched.check_invariants();
+DROP EXTENSION gangsched;
+CREATE EXTENSION gangsched;
+SELECT * FROM pg_temp.trial(0.52, false);
+SELECT * FROM gangsched.check_invariants();
+DROP EXTENSION gangsched;
+CREATE EXTENSION gangsched;
+SELECT * FROM pg_temp.trial(0.52, true);
+SELECT * FROM gangsched.check_invariants();
+DROP EXTENSION gangsched;
+CREATE EXTENSION gangsched;
+SELECT * FROM pg_temp.trial(0.68, false);
+SELECT * FROM gangsched.check_invariants();
+DROP EXTENSION gangsched;
+CREATE EXTENSION gangsched;
+SELECT * FROM pg_temp.trial(0.68, true);
+SELECT * FROM gangsched.check_invariants();
+DROP EXTENSION gangsched;
+CREATE EXTENSION gangsched;
+SELECT * FROM pg_temp.trial(0.81, false);
+SELECT * FROM gangsched.check_invariants();
+DROP EXTENSION gangsched;
+CREATE EXTENSION gangsched;
+SELECT * FROM pg_temp.trial(0.81, true);
+SELECT * FROM gangsched.check_invariants();
+
+RESET gangsched.fair_preemption_hysteresis;
+
+/* ================================================================== */
+/* 8. hysteresis: no preemption inside the dead band around the split */
+/* ================================================================== */
+-- gangsched.fair_preemption_hysteresis (on by default): a fair-share
+-- preemption moves capacity only from a team that keeps at least its
+-- entitled share (the round's weighted max-min fair level L, from every
+-- team's use plus pending work) to a team below it.
+DROP EXTENSION gangsched;
+CREATE EXTENSION gangsched;
+SHOW gangsched.fair_preemption_hysteresis;
+SET gangsched.clock_override = '2030-01-01 00:00:00+00';
+-- Four 8-GPU nodes; teams a, b, c of weight 2 and d of weight 1 hold
+-- 10/10/8/4 GPUs and all want more: L = 32/7, entitlements 9.14 (a, b, c)
+-- and 4.57 (d). c is below its entitlement, but one GPU from a or b would
+-- take that team to 9, below its own: nothing moves. (final_share alone
+-- would move one: c at 9/2 = a at 9/2.)
+SELECT pg_temp.cluster(4);
+SELECT gangsched.add_team('a', weight => 2), gangsched.add_team('b', weight => 2),
+       gangsched.add_team('c', weight => 2), gangsched.add_team('d', weight => 1);
+SELECT count(gangsched.submit(t, 1, 1)) FROM (VALUES ('a', 10), ('b', 10), ('c', 8), ('d', 4)) v(t, n), generate_series(1, n);
+SELECT placed FROM pg_temp.round();
+SELECT pg_temp.start_all();
+SET gangsched.clock_override = '2030-01-01 01:00:00+00';
+SELECT count(gangsched.submit(t, 1, 1, name => t || '_more')) FROM unnest(ARRAY['a', 'b', 'c', 'd']) t, generate_series(1, 4);
+SELECT placed, preempted FROM pg_temp.round();
+SELECT pg_temp.split();
+SELECT DISTINCT team, reason FROM gangsched.jobs WHERE state = 'pending' AND team IN ('c', 'd') ORDER BY team;
+SELECT w.reason, w.detail FROM gangsched.why_pending((SELECT min(job) FROM gangsched.jobs WHERE team = 'c' AND state = 'pending')) w
+ WHERE w.reason = 'preemption refused';
+SELECT count(*) AS refused_events FROM gangsched.events WHERE kind = 'preemption refused' AND team_id = (SELECT id FROM gangsched.teams WHERE name = 'c');
+SELECT * FROM gangsched.check_invariants();
+-- off: final_share alone moves one GPU (to c), then nothing more.
+SET gangsched.fair_preemption_hysteresis = off;
+SELECT s.split, s.victims FROM pg_temp.step() s;
+SELECT s.split, s.victims FROM pg_temp.step() s;
+SELECT * FROM gangsched.check_invariants();
+RESET gangsched.fair_preemption_hysteresis;
+
+-- A team that holds its entitlement already does not preempt for fair
+-- share, even from a team above it: three 8-GPU nodes, equal weights; a
+-- holds 8, b 12, c 4, and c waits for an 8-GPU gang: L = 8. c's gang may
+-- not preempt (final_share: c would end at 12 against b's 4); a's next job
+-- may not either (a holds its 8, its entitlement), although b holds more
+-- than a (9 <= 11 under final_share).
+DROP EXTENSION gangsched;
+CREATE EXTENSION gangsched;
+SET gangsched.clock_override = '2030-01-01 00:00:00+00';
+SELECT pg_temp.cluster(3);
+SELECT gangsched.add_team('a'), gangsched.add_team('b'), gangsched.add_team('c');
+SELECT count(gangsched.submit(t, 1, 1)) FROM (VALUES ('a', 8), ('b', 12), ('c', 4)) v(t, n), generate_series(1, n);
+SELECT placed FROM pg_temp.round();
+SELECT pg_temp.start_all();
+SET gangsched.clock_override = '2030-01-01 01:00:00+00';
+SELECT gangsched.submit('c', 1, 8, name => 'c8') AS c8 \gset
+SELECT gangsched.submit('a', 1, 1, name => 'a9') AS a9 \gset
+SELECT placed, preempted FROM pg_temp.round();
+SELECT name, state, reason FROM gangsched.jobs WHERE job IN (:c8, :a9) ORDER BY job;
 SELECT * FROM gangsched.check_invariants();
 
 DROP EXTENSION gangsched;
