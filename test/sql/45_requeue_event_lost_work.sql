@@ -1,22 +1,11 @@
--- Regression test (once a pending reproducer; the bug is fixed): the 'requeued' event records 0 lost work.
---
--- The bug, fixed: gangsched._requeue_many (sql/src/65_round.sql) adds the lost work
--- to gangs.lost_gpu_seconds correctly (in SET, g is the old row), but its
--- RETURNING clause computes gangsched._lost_gpu_seconds(g) on the NEW row,
--- whose started_at it has just set to NULL, so the 'requeued' event's
--- detail always says {"lost_gpu_seconds": 0.000}: for a victim released
--- without a checkpoint, a victim killed at its deadline, a start-timeout
--- requeue. The analyst's preemption-loss summary cannot be built from the
--- events log.
+-- The 'requeued' event records the work the job lost, as gangs.lost_gpu_seconds
+-- adds it: a victim released without a checkpoint, a victim killed at its
+-- deadline (gangsched._requeue_many, sql/src/65_round.sql, computes it from
+-- the row before the requeue). The analysts' preemption-loss summary is
+-- built from these events.
 --
 -- Expected: the event's lost_gpu_seconds equals what was added to the
 -- job's lost_gpu_seconds (v1: 8 GPUs × 1800 s = 14400; v2: 8 × 1860 s = 14880).
--- Before the fix: 0.000 in both events.
---
--- Fix: compute the lost work from the old row (e.g. in a CTE that reads
--- the rows before the UPDATE, or RETURNING the difference of
--- lost_gpu_seconds). Then move this file to test/sql/ and its expected
--- output (45_requeue_event_lost_work.out next to it) to test/expected/.
 SET client_min_messages = warning;
 CREATE EXTENSION gangsched CASCADE;
 RESET client_min_messages;
