@@ -37,21 +37,10 @@
 
 typedef struct VerdictKey
 {
-	double		gpus,
-				cpus,
-				mem,
-				net,
-				gpu_mem;
+	GsShapeKey	shape;
 	int32		team,
 				workers,
-				group_size,
-				stages,
-				pool,
-				model;
-	int16		group_depth,
-				stage_depth,
-				span_depth,
-				preemptible;
+				pool;
 } VerdictKey;
 
 typedef struct Verdict
@@ -317,21 +306,10 @@ gs_admit_fast(PG_FUNCTION_ARGS)
 		PG_RETURN_BOOL(false);
 
 	memset(&key, 0, sizeof(key));
-	key.gpus = j.gpus;
-	key.cpus = j.cpus;
-	key.mem = j.mem;
-	key.net = j.net;
-	key.gpu_mem = j.gpu_mem;
+	gs_shape_key(&j, &key.shape);
 	key.team = j.tix;
 	key.workers = j.workers;
-	key.group_size = j.group_size;
-	key.stages = j.stages;
 	key.pool = j.pool;
-	key.model = j.model;
-	key.group_depth = j.group_depth;
-	key.stage_depth = j.stage_depth;
-	key.span_depth = j.span_depth;
-	key.preemptible = j.preemptible;
 	v = hash_search(adm_verdicts, &key, HASH_FIND, &found);
 	if (found)
 		PG_RETURN_BOOL(v->ok);

@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #define GS_MAX_LEVELS	8
 #define GS_MAX_DEPTH	(GS_MAX_LEVELS + 2)		/* pool + levels + node */
@@ -247,6 +248,47 @@ typedef struct GsJob
 	int32_t		dom_index;
 	const char *reason;			/* why it waits (stable text), when not placed */
 } GsJob;
+
+/*
+ * A job's shape: what every memo keyed by shape compares (admission's
+ * verdicts, the placer's shapes, the round's victim searches), each key
+ * adding the fields of its own question. Keys are hashed as bytes
+ * (HASH_BLOBS): gs_shape_key() zeroes the padding, and a key embedding it
+ * must be zeroed whole before its own fields are set.
+ */
+typedef struct GsShapeKey
+{
+	double		gpus,
+				cpus,
+				mem,
+				net,
+				gpu_mem;
+	int32_t		model,
+				group_size,
+				stages;
+	int16_t		group_depth,
+				stage_depth,
+				span_depth,
+				preemptible;
+} GsShapeKey;
+
+static inline void
+gs_shape_key(const GsJob *j, GsShapeKey *k)
+{
+	memset(k, 0, sizeof(*k));
+	k->gpus = j->gpus;
+	k->cpus = j->cpus;
+	k->mem = j->mem;
+	k->net = j->net;
+	k->gpu_mem = j->gpu_mem;
+	k->model = j->model;
+	k->group_size = j->group_size;
+	k->stages = j->stages;
+	k->group_depth = j->group_depth;
+	k->stage_depth = j->stage_depth;
+	k->span_depth = j->span_depth;
+	k->preemptible = j->preemptible;
+}
 
 /*
  * Everything a round decides on: the cluster, the pending jobs and, loaded

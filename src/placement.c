@@ -51,21 +51,10 @@ typedef enum CountMode
 /* Memo of shapes that failed this round: key is everything but workers. */
 typedef struct ShapeKey
 {
-	double		gpus,
-				cpus,
-				mem,
-				net,
-				gpu_mem;
+	GsShapeKey	shape;
 	uint64_t	pool_mask;
-	int32_t		model,
-				group_size,
-				stages,
-				dataset;
-	int16_t		group_depth,
-				stage_depth,
-				span_depth;
+	int32_t		dataset;
 	int16_t		locality;
-	int16_t		preemptible;
 	int16_t		pad;
 } ShapeKey;
 
@@ -760,21 +749,10 @@ static void
 shape_key(const GsJob *j, ShapeKey *k)
 {
 	memset(k, 0, sizeof(*k));
-	k->gpus = j->gpus;
-	k->cpus = j->cpus;
-	k->mem = j->mem;
-	k->net = j->net;
-	k->gpu_mem = j->gpu_mem;
-	k->model = j->model;
+	gs_shape_key(j, &k->shape);
 	k->pool_mask = j->pool_mask;
-	k->group_size = j->group_size;
-	k->stages = j->stages;
 	k->dataset = (j->locality != GS_LOC_NONE) ? j->dataset : -1;
-	k->group_depth = j->group_depth;
-	k->stage_depth = j->stage_depth;
-	k->span_depth = j->span_depth;
 	k->locality = (int16_t) j->locality;
-	k->preemptible = j->preemptible;
 }
 
 /* Explain a failure from the FREE counts now in the placer. */

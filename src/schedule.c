@@ -35,18 +35,10 @@
 /* A shape and team whose victim search failed this round, and from how many workers. */
 typedef struct SearchKey
 {
-	double		gpus,
-				cpus,
-				mem,
-				net;
+	GsShapeKey	shape;
 	uint64_t	pool_mask;
-	int32_t		tix,
-				group_size,
-				stages;
-	int16_t		group_depth,
-				stage_depth,
-				span_depth,
-				flags;
+	int32_t		tix;
+	int16_t		flags;
 } SearchKey;
 
 typedef struct SearchMemo
@@ -59,18 +51,10 @@ static void
 search_key(const GsJob *j, SearchKey *k)
 {
 	memset(k, 0, sizeof(*k));
-	k->gpus = j->gpus;
-	k->cpus = j->cpus;
-	k->mem = j->mem;
-	k->net = j->net;
+	gs_shape_key(j, &k->shape);
 	k->pool_mask = j->pool_mask;
 	k->tix = j->tix;
-	k->group_size = j->group_size;
-	k->stages = j->stages;
-	k->group_depth = j->group_depth;
-	k->stage_depth = j->stage_depth;
-	k->span_depth = j->span_depth;
-	k->flags = (int16_t) ((j->try_borrowing ? 1 : 0) | (j->quota_blocked ? 2 : 0) | (j->preemptible ? 4 : 0));
+	k->flags = (int16_t) ((j->try_borrowing ? 1 : 0) | (j->quota_blocked ? 2 : 0));
 }
 
 /* A nominated job's waiting reason. */
