@@ -272,6 +272,13 @@ typedef struct GsShapeKey
 				preemptible;
 } GsShapeKey;
 
+/* Is the job's team closed to new work (close_team())? Rounds do not try its jobs. */
+static inline bool
+gs_team_closed(const GsCluster *c, const GsJob *j)
+{
+	return j->tix >= 0 && c->teams[j->tix].closed;
+}
+
 static inline void
 gs_shape_key(const GsJob *j, GsShapeKey *k)
 {

@@ -166,11 +166,11 @@ las_reslot(GsState *st, const GsOrderSettings *set, GsJob **global, int n)
  * a reason that says why. Their queue timeout still applies.
  */
 static bool
-team_closed(GsCluster *c, GsJob *j)
+set_closed_reason(GsCluster *c, GsJob *j)
 {
 	const GsTeam *t;
 
-	if (j->tix < 0 || !c->teams[j->tix].closed)
+	if (!gs_team_closed(c, j))
 		return false;
 	t = &c->teams[j->tix];
 	j->reason = t->closed_reason != NULL
@@ -221,7 +221,7 @@ gs_order_begin(GsState *st, const GsOrderSettings *set)
 		GsJob	   *j = o->global[i];
 		int			t = (j->tix >= 0) ? j->tix : c->nteams;
 
-		if (team_closed(c, j))
+		if (set_closed_reason(c, j))
 			continue;
 		o->tq[t].n++;
 	}
@@ -236,7 +236,7 @@ gs_order_begin(GsState *st, const GsOrderSettings *set)
 		GsJob	   *j = o->global[i];
 		int			t = (j->tix >= 0) ? j->tix : c->nteams;
 
-		if (j->tix >= 0 && c->teams[j->tix].closed)
+		if (gs_team_closed(c, j))
 			continue;
 		o->tq[t].jobs[o->tq[t].n++] = j;
 	}
@@ -487,7 +487,7 @@ next_priority(GsOrder *o)
 		GsJob	   *j = o->global[o->gcur++];
 		char	   *why;
 
-		if (j->expiring || (j->tix >= 0 && c->teams[j->tix].closed))
+		if (j->expiring || gs_team_closed(c, j))
 			continue;
 		why = NULL;
 		j->pool_mask = gs_guaranteed_pools(c, j);

@@ -259,7 +259,7 @@ pending_rows(int64 job_id, MemoryContext per_query)
 		rows = add_row(rows, "queue timeout",
 					   "its queue timeout has passed: the next round expires it (%s)",
 					   target->reason ? target->reason : "it fits now");
-	else if (target->tix >= 0 && st->cluster->teams[target->tix].closed)
+	else if (gs_team_closed(st->cluster, target))
 		rows = add_row(rows, "team closed", "%s; gangsched.open_team() lets rounds place it again", target->reason);
 	else if (target->quota_blocked)
 		rows = add_row(rows, "quota", "%s", target->reason);
