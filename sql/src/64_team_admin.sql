@@ -9,6 +9,13 @@ ALTER TABLE gangsched.teams
     ADD COLUMN closed_at     timestamptz,
     ADD COLUMN closed_reason text;
 
+-- Teams form a tree (docs/fairness.md, "Team trees"): NULL is a top-level
+-- team. Jobs go to leaf teams; a parent's children share what it gets.
+ALTER TABLE gangsched.teams
+    ADD COLUMN parent_id int REFERENCES gangsched.teams,
+    ADD CONSTRAINT teams_parent_not_self CHECK (parent_id <> id);
+CREATE INDEX teams_parent_idx ON gangsched.teams (parent_id) WHERE parent_id IS NOT NULL;
+
 -- The weight rule of add_team() and set_team_weight().
 CREATE FUNCTION gangsched._check_weight(weight numeric) RETURNS void
 LANGUAGE plpgsql IMMUTABLE AS $$
