@@ -315,7 +315,7 @@ gs_why_pending(PG_FUNCTION_ARGS)
 		/* not in the queue yet: rounds do not read it (58_dependencies.sql) */
 		oldcxt = MemoryContextSwitchTo(per_query);
 		rows = add_row(NIL, "dependencies",
-					   "%s; it enters the queue when they have, and its queue timeout counts from then",
+					   "%s; then it enters the queue, and its queue timeout counts from then",
 					   row.stored_reason ? row.stored_reason : "waiting for other jobs");
 		MemoryContextSwitchTo(oldcxt);
 	}

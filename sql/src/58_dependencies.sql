@@ -74,14 +74,14 @@ BEGIN
                   HINT = 'See gangsched.jobs for the job ids.';
     END IF;
     _check_after.waiting_for := '{}';
-    FOR r IN SELECT g.id, g.state, g.reason FROM gangsched.gangs g
+    FOR r IN SELECT g.id, g.state, COALESCE(g.reason, g.message) AS reason FROM gangsched.gangs g
               WHERE g.id = ANY (_check_after.after_jobs) ORDER BY g.id FOR SHARE
     LOOP
         IF r.state IN ('failed', 'cancelled', 'expired') AND after_mode = 'ok' THEN
             RAISE EXCEPTION 'job % has already %, so a job that waits for it to finish successfully could never start',
                   r.id, CASE r.state WHEN 'failed' THEN 'failed' WHEN 'cancelled' THEN 'been cancelled' ELSE 'expired' END
                 USING ERRCODE = 'object_not_in_prerequisite_state',
-                      DETAIL = format('Job %s ended %s%s.', r.id, r.state, COALESCE(': ' || r.reason, '')),
+                      DETAIL = format('Job %s is %s%s.', r.id, r.state, COALESCE(': ' || r.reason, '')),
                       HINT = format('Submit job %s''s work again and wait for the new job, or use after_mode => ''any'' to wait only for it to end.', r.id);
         ELSIF r.state NOT IN ('finished', 'failed', 'cancelled', 'expired') THEN
             _check_after.waiting_for := _check_after.waiting_for || r.id;
@@ -109,11 +109,15 @@ BEGIN
     IF NEW.state <> 'finished' THEN
         why := format('job %s, which it waits for, %s', NEW.id,
                       CASE NEW.state WHEN 'failed' THEN 'failed' WHEN 'cancelled' THEN 'was cancelled' ELSE 'expired' END);
+        -- the reason names the job it waits for and, further down the
+        -- chain, the job whose end started it all
         WITH RECURSIVE doomed(id, why) AS (
             SELECT d.id, why FROM gangsched.gangs d
              WHERE d.waiting_for @> ARRAY[NEW.id] AND d.state = 'pending' AND d.after_mode = 'ok'
             UNION
-            SELECT d.id, format('job %s, which it waits for, failed: %s', x.id, x.why)
+            SELECT d.id, format('job %s, which it waits for, failed because job %s %s', x.id, NEW.id,
+                                CASE NEW.state WHEN 'failed' THEN 'failed' WHEN 'cancelled' THEN 'was cancelled'
+                                     ELSE 'expired' END)
               FROM doomed x JOIN gangsched.gangs d ON d.waiting_for @> ARRAY[x.id]
              WHERE d.state = 'pending' AND d.after_mode = 'ok'),
         failed AS (
