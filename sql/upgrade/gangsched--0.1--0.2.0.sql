@@ -2940,3 +2940,23 @@ SELECT 8, g.id, NULL,
    AND (g.state <> 'pending' OR NOT (g.waiting_for <@ COALESCE(g.after_jobs, '{}')) OR x.id IS NOT NULL)
 $$;
 
+-- The portal's view of jobs (the table underneath is gangsched.gangs:
+-- every job is a gang). Each role sees what docs/security.md says: a
+-- portal its teams' jobs, an analyst and an operator every job; the command
+-- only of its own teams' jobs (an operator: every command).
+CREATE OR REPLACE VIEW gangsched.jobs AS
+SELECT j.id AS job, t.name AS team, j.name, j.state, j.workers, j.gpus, j.cpus, j.mem_gb, j.net_gbps,
+       j.priority, j.preemptible, j.borrowed, p.name AS pool,
+       j.group_size, gangsched._level_name(j.group_span) AS group_span, j.stages,
+       gangsched._level_name(j.stage_span) AS stage_span, gangsched._level_name(j.span) AS span,
+       j.gpu_model, j.gpu_mem_gb, j.dataset, j.locality,
+       j.submitted_at, j.placed_at, j.started_at, j.finished_at, j.preempt_deadline, j.last_checkpoint_at,
+       j.preemptions, j.requeues, j.lost_gpu_seconds, j.reason, j.message, j.queue_pos,
+       CASE WHEN v.all_commands OR j.team_id = ANY (v.teams) THEN j.command END AS command,
+       j.checkpoint_interval, j.grace, j.queue_timeout,
+       j.after_jobs, j.after_mode, j.waiting_for
+  FROM gangsched._visibility() v
+  JOIN gangsched.gangs j ON v.all_rows OR j.team_id = ANY (v.teams)
+  JOIN gangsched.teams t ON t.id = j.team_id
+  LEFT JOIN gangsched.pools p ON p.id = j.pool_id;
+
