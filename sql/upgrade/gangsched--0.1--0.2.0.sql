@@ -2419,14 +2419,14 @@ BEGIN
                   HINT = 'See gangsched.jobs for the job ids.';
     END IF;
     _check_after.waiting_for := '{}';
-    FOR r IN SELECT g.id, g.state, g.reason FROM gangsched.gangs g
+    FOR r IN SELECT g.id, g.state, COALESCE(g.reason, g.message) AS reason FROM gangsched.gangs g
               WHERE g.id = ANY (_check_after.after_jobs) ORDER BY g.id FOR SHARE
     LOOP
         IF r.state IN ('failed', 'cancelled', 'expired') AND after_mode = 'ok' THEN
             RAISE EXCEPTION 'job % has already %, so a job that waits for it to finish successfully could never start',
                   r.id, CASE r.state WHEN 'failed' THEN 'failed' WHEN 'cancelled' THEN 'been cancelled' ELSE 'expired' END
                 USING ERRCODE = 'object_not_in_prerequisite_state',
-                      DETAIL = format('Job %s ended %s%s.', r.id, r.state, COALESCE(': ' || r.reason, '')),
+                      DETAIL = format('Job %s is %s%s.', r.id, r.state, COALESCE(': ' || r.reason, '')),
                       HINT = format('Submit job %s''s work again and wait for the new job, or use after_mode => ''any'' to wait only for it to end.', r.id);
         ELSIF r.state NOT IN ('finished', 'failed', 'cancelled', 'expired') THEN
             _check_after.waiting_for := _check_after.waiting_for || r.id;
@@ -2454,11 +2454,15 @@ BEGIN
     IF NEW.state <> 'finished' THEN
         why := format('job %s, which it waits for, %s', NEW.id,
                       CASE NEW.state WHEN 'failed' THEN 'failed' WHEN 'cancelled' THEN 'was cancelled' ELSE 'expired' END);
+        -- the reason names the job it waits for and, further down the
+        -- chain, the job whose end started it all
         WITH RECURSIVE doomed(id, why) AS (
             SELECT d.id, why FROM gangsched.gangs d
              WHERE d.waiting_for @> ARRAY[NEW.id] AND d.state = 'pending' AND d.after_mode = 'ok'
             UNION
-            SELECT d.id, format('job %s, which it waits for, failed: %s', x.id, x.why)
+            SELECT d.id, format('job %s, which it waits for, failed because job %s %s', x.id, NEW.id,
+                                CASE NEW.state WHEN 'failed' THEN 'failed' WHEN 'cancelled' THEN 'was cancelled'
+                                     ELSE 'expired' END)
               FROM doomed x JOIN gangsched.gangs d ON d.waiting_for @> ARRAY[x.id]
              WHERE d.state = 'pending' AND d.after_mode = 'ok'),
         failed AS (
@@ -2665,6 +2669,26 @@ BEGIN
     PERFORM pg_notify('gangsched_events', json_build_object('event', 'cancel', 'job', job)::text);
     PERFORM gangsched._wake();
 END $$;
+
+-- The portal's view of jobs (the table underneath is gangsched.gangs:
+-- every job is a gang). Each role sees what docs/security.md says: a
+-- portal its teams' jobs, an analyst and an operator every job; the command
+-- only of its own teams' jobs (an operator: every command).
+CREATE OR REPLACE VIEW gangsched.jobs AS
+SELECT j.id AS job, t.name AS team, j.name, j.state, j.workers, j.gpus, j.cpus, j.mem_gb, j.net_gbps,
+       j.priority, j.preemptible, j.borrowed, p.name AS pool,
+       j.group_size, gangsched._level_name(j.group_span) AS group_span, j.stages,
+       gangsched._level_name(j.stage_span) AS stage_span, gangsched._level_name(j.span) AS span,
+       j.gpu_model, j.gpu_mem_gb, j.dataset, j.locality,
+       j.submitted_at, j.placed_at, j.started_at, j.finished_at, j.preempt_deadline, j.last_checkpoint_at,
+       j.preemptions, j.requeues, j.lost_gpu_seconds, j.reason, j.message, j.queue_pos,
+       CASE WHEN v.all_commands OR j.team_id = ANY (v.teams) THEN j.command END AS command,
+       j.checkpoint_interval, j.grace, j.queue_timeout,
+       j.after_jobs, j.after_mode, j.waiting_for
+  FROM gangsched._visibility() v
+  JOIN gangsched.gangs j ON v.all_rows OR j.team_id = ANY (v.teams)
+  JOIN gangsched.teams t ON t.id = j.team_id
+  LEFT JOIN gangsched.pools p ON p.id = j.pool_id;
 
 -- Pending jobs in the order the next round would try them, with the
 -- weighted dominant share of the job's team when it is tried and whether it
@@ -2939,24 +2963,4 @@ SELECT 8, g.id, NULL,
  WHERE g.waiting_for IS NOT NULL
    AND (g.state <> 'pending' OR NOT (g.waiting_for <@ COALESCE(g.after_jobs, '{}')) OR x.id IS NOT NULL)
 $$;
-
--- The portal's view of jobs (the table underneath is gangsched.gangs:
--- every job is a gang). Each role sees what docs/security.md says: a
--- portal its teams' jobs, an analyst and an operator every job; the command
--- only of its own teams' jobs (an operator: every command).
-CREATE OR REPLACE VIEW gangsched.jobs AS
-SELECT j.id AS job, t.name AS team, j.name, j.state, j.workers, j.gpus, j.cpus, j.mem_gb, j.net_gbps,
-       j.priority, j.preemptible, j.borrowed, p.name AS pool,
-       j.group_size, gangsched._level_name(j.group_span) AS group_span, j.stages,
-       gangsched._level_name(j.stage_span) AS stage_span, gangsched._level_name(j.span) AS span,
-       j.gpu_model, j.gpu_mem_gb, j.dataset, j.locality,
-       j.submitted_at, j.placed_at, j.started_at, j.finished_at, j.preempt_deadline, j.last_checkpoint_at,
-       j.preemptions, j.requeues, j.lost_gpu_seconds, j.reason, j.message, j.queue_pos,
-       CASE WHEN v.all_commands OR j.team_id = ANY (v.teams) THEN j.command END AS command,
-       j.checkpoint_interval, j.grace, j.queue_timeout,
-       j.after_jobs, j.after_mode, j.waiting_for
-  FROM gangsched._visibility() v
-  JOIN gangsched.gangs j ON v.all_rows OR j.team_id = ANY (v.teams)
-  JOIN gangsched.teams t ON t.id = j.team_id
-  LEFT JOIN gangsched.pools p ON p.id = j.pool_id;
 
