@@ -496,8 +496,9 @@ nomination_detail(GsCluster *c, const GsJob *j)
 }
 
 /*
- * The nominated jobs' rows and events, "AND g.state = 'pending'"; the ids
- * of the jobs nominated indeed, ascending.
+ * The nominated jobs' rows and events, "AND g.state = 'pending'" and the
+ * shape the victims were chosen for (see update_placed); the ids of the
+ * jobs nominated indeed, ascending.
  */
 static int64 *
 update_nominated(GsState *st, GsDecision *dec, TimestampTz now, int *nconfirmed)
@@ -507,8 +508,11 @@ update_nominated(GsState *st, GsDecision *dec, TimestampTz now, int *nconfirmed)
 	bool	   *n_borrowed = palloc(sizeof(bool) * cap);
 	char	  **n_reason = palloc(sizeof(char *) * cap);
 	char	  **n_detail = palloc(sizeof(char *) * cap);
-	Oid			types[5] = {INT8ARRAYOID, BOOLARRAYOID, TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID};
-	Datum		values[5];
+	int32	   *n_workers = palloc(sizeof(int32) * cap);
+	float8	   *n_gpus = palloc(sizeof(float8) * cap);
+	Oid			types[7] = {INT8ARRAYOID, BOOLARRAYOID, TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID,
+	INT4ARRAYOID, FLOAT8ARRAYOID};
+	Datum		values[7];
 	int			nn = 0,
 				i;
 
@@ -521,6 +525,8 @@ update_nominated(GsState *st, GsDecision *dec, TimestampTz now, int *nconfirmed)
 		n_job[nn] = j->id;
 		n_borrowed[nn] = j->borrowed;
 		n_reason[nn] = (char *) j->reason;
+		n_workers[nn] = j->workers;
+		n_gpus[nn] = j->gpus;
 		n_detail[nn++] = nomination_detail(st->cluster, j);
 	}
 	values[0] = int8_array(n_job, nn);
@@ -528,12 +534,16 @@ update_nominated(GsState *st, GsDecision *dec, TimestampTz now, int *nconfirmed)
 	values[2] = text_array(n_reason, nn);
 	values[3] = text_array(n_detail, nn);
 	values[4] = TimestampTzGetDatum(now);
+	values[5] = int4_array(n_workers, nn);
+	values[6] = float8_array(n_gpus, nn);
 	exec_args("WITH n AS ("
 			  "  UPDATE gangsched.gangs g SET state = 'nominated', borrowed = u.borrowed, reason = u.reason"
 			  "    FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2),"
-			  "                    pg_catalog.unnest($3), pg_catalog.unnest($4))"
-			  "         AS u(job, borrowed, reason, detail)"
+			  "                    pg_catalog.unnest($3), pg_catalog.unnest($4),"
+			  "                    pg_catalog.unnest($6), pg_catalog.unnest($7))"
+			  "         AS u(job, borrowed, reason, detail, workers, gpus)"
 			  "   WHERE g.id OPERATOR(pg_catalog.=) u.job AND g.state OPERATOR(pg_catalog.=) 'pending'"
+			  "     AND g.workers OPERATOR(pg_catalog.=) u.workers AND g.f_gpus OPERATOR(pg_catalog.=) u.gpus"
 			  "  RETURNING g.id, g.team_id, u.reason, u.detail),"
 			  " e AS ("
 			  "  INSERT INTO gangsched.events (at, kind, job, team_id, reason, detail)"
@@ -836,15 +846,16 @@ placement_detail(GsCluster *c, const GsJob *j, bool *seen, int32 *nodes)
  * The placed jobs' rows and events, and the placement counts for the
  * metrics; the ids of the jobs placed indeed, ascending.
  *
- * "AND g.state = 'pending'": a job cancelled (or otherwise changed) after
- * the round read it is not placed; under READ COMMITTED the UPDATE waits
- * for that transaction and re-checks the row.
+ * "AND g.state = 'pending'" and the shape the round placed: a job cancelled
+ * or resized (resize()) after the round read it is not placed; under READ
+ * COMMITTED the UPDATE waits for that transaction and re-checks the row.
  */
 static int64 *
-update_placed(int64 *p_job, char **p_detail, bool *p_borrowed, int np, TimestampTz now, int *nconfirmed)
+update_placed(int64 *p_job, char **p_detail, bool *p_borrowed, int32 *p_workers, float8 *p_gpus, int np,
+			  TimestampTz now, int *nconfirmed)
 {
-	Oid			types[4] = {INT8ARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID, BOOLARRAYOID};
-	Datum		values[4];
+	Oid			types[6] = {INT8ARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID, BOOLARRAYOID, INT4ARRAYOID, FLOAT8ARRAYOID};
+	Datum		values[6];
 	int64	   *confirmed;
 	int32	   *team;
 	float8	   *wait;
@@ -854,13 +865,17 @@ update_placed(int64 *p_job, char **p_detail, bool *p_borrowed, int np, Timestamp
 	values[1] = text_array(p_detail, np);
 	values[2] = TimestampTzGetDatum(now);
 	values[3] = bool_array(p_borrowed, np);
+	values[4] = int4_array(p_workers, np);
+	values[5] = float8_array(p_gpus, np);
 	exec_args("WITH p AS ("
 			  "  UPDATE gangsched.gangs g"
 			  "     SET state = 'placed', placed_at = $3, started_at = NULL, started_nodes = '{}', reason = NULL,"
 			  "         borrowed = u.borrowed"
-			  "    FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($4))"
-			  "         AS u(job, detail, borrowed)"
+			  "    FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($4),"
+			  "                    pg_catalog.unnest($5), pg_catalog.unnest($6))"
+			  "         AS u(job, detail, borrowed, workers, gpus)"
 			  "   WHERE g.id OPERATOR(pg_catalog.=) u.job AND g.state OPERATOR(pg_catalog.=) 'pending'"
+			  "     AND g.workers OPERATOR(pg_catalog.=) u.workers AND g.f_gpus OPERATOR(pg_catalog.=) u.gpus"
 			  "  RETURNING g.id, g.team_id, u.detail, g.borrowed, g.queued_at),"
 			  " e AS ("
 			  "  INSERT INTO gangsched.events (at, kind, job, team_id, reason, detail)"
@@ -921,6 +936,8 @@ write_placements(GsState *st, GsDecision *dec, TimestampTz now)
 	int64	   *p_job = palloc(sizeof(int64) * Max(dec->placed, 1));
 	char	  **p_detail = palloc(sizeof(char *) * Max(dec->placed, 1));
 	bool	   *p_borrowed = palloc(sizeof(bool) * Max(dec->placed, 1));
+	int32	   *p_workers = palloc(sizeof(int32) * Max(dec->placed, 1));
+	float8	   *p_gpus = palloc(sizeof(float8) * Max(dec->placed, 1));
 	bool	   *seen = palloc0(sizeof(bool) * Max(c->nnodes, 1));
 	int32	   *nodes = palloc(sizeof(int32) * Max(c->nnodes, 1));
 	int64	   *confirmed;
@@ -936,11 +953,13 @@ write_placements(GsState *st, GsDecision *dec, TimestampTz now)
 			continue;
 		p_job[np] = j->id;
 		p_borrowed[np] = j->borrowed;
+		p_workers[np] = j->workers;
+		p_gpus[np] = j->gpus;
 		p_detail[np++] = placement_detail(c, j, seen, nodes);
 	}
 	if (np == 0)
 		return;
-	confirmed = update_placed(p_job, p_detail, p_borrowed, np, now, &nconfirmed);
+	confirmed = update_placed(p_job, p_detail, p_borrowed, p_workers, p_gpus, np, now, &nconfirmed);
 	for (i = 0; i < st->njobs; i++)
 	{
 		GsJob	   *j = &st->jobs[i];

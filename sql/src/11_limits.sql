@@ -33,6 +33,23 @@ CREATE TABLE gangsched.team_pending (
     counted_at  timestamptz NOT NULL
 );
 
+-- The gang-size limit of a team (gangsched.max_workers_per_gang or the
+-- team's own): 53S08. Shared by submit (_check_team_limits) and resize.
+CREATE FUNCTION gangsched._check_gang_limit(team text, team_limit int, workers int) RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    wlim int := COALESCE(team_limit, pg_catalog.current_setting('gangsched.max_workers_per_gang', true)::int, 4096);
+BEGIN
+    IF workers > wlim THEN
+        RAISE EXCEPTION 'the gang of % workers is larger than team "%" may submit', workers, team
+            USING ERRCODE = '53S08',
+                  DETAIL = format('Team "%s" may submit gangs of at most %s workers (%s).', team, wlim,
+                                  CASE WHEN team_limit IS NOT NULL THEN 'its own limit'
+                                       ELSE 'gangsched.max_workers_per_gang' END),
+                  HINT = 'Ask for fewer workers, or ask the operator to raise the limit with gangsched.set_team_limits().';
+    END IF;
+END $$;
+
 -- submit()'s per-team limits: 53S08 for a gang above the team's worker
 -- limit, 53S07 when the team already has as many pending jobs as it may.
 -- O(1) while the team is far from its pending limit (one index lookup and
@@ -43,7 +60,6 @@ LANGUAGE plpgsql AS $$
 DECLARE
     r       record;
     lim     int;
-    wlim    int;
     seq     bigint;
     n       int;
 BEGIN
@@ -59,16 +75,7 @@ BEGIN
                                   r.closed_at, COALESCE(': ' || r.closed_reason, '')),
                   HINT = format('Ask the operator to reopen it with gangsched.open_team(%L).', r.name);
     END IF;
-    wlim := COALESCE(r.max_workers_per_gang,
-                     pg_catalog.current_setting('gangsched.max_workers_per_gang', true)::int, 4096);
-    IF workers > wlim THEN
-        RAISE EXCEPTION 'the gang of % workers is larger than team "%" may submit', workers, r.name
-            USING ERRCODE = '53S08',
-                  DETAIL = format('Team "%s" may submit gangs of at most %s workers (%s).', r.name, wlim,
-                                  CASE WHEN r.max_workers_per_gang IS NOT NULL THEN 'its own limit'
-                                       ELSE 'gangsched.max_workers_per_gang' END),
-                  HINT = 'Ask for fewer workers, or ask the operator to raise the limit with gangsched.set_team_limits().';
-    END IF;
+    PERFORM gangsched._check_gang_limit(r.name, r.max_workers_per_gang, workers);
     lim := COALESCE(r.max_pending,
                     pg_catalog.current_setting('gangsched.max_pending_per_team', true)::int, 10000);
     IF r.pending IS NOT NULL AND r.pending + (r.seq - r.upto) < lim

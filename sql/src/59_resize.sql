@@ -1,0 +1,88 @@
+/* ------------------------------------------------------------------ */
+/* Resizing a pending job (docs/sql-api.md, resize)                    */
+/* ------------------------------------------------------------------ */
+
+-- A pending job asks for another number of workers, or other GPUs per
+-- worker: it keeps its id, queue position and submit time, the request is
+-- checked as submit checks it (same SQLSTATEs; nothing changes when a check
+-- fails), and a 'resized' event records both shapes. Only a pending job
+-- can be resized: a round that read the old shape places or nominates the
+-- job only if its shape is still the one it chose for (src/round.c), so a
+-- resize racing a round never leaves a job holding the wrong number of
+-- workers.
+CREATE FUNCTION gangsched.resize(job bigint, workers int DEFAULT NULL, gpus numeric DEFAULT NULL) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    j    gangsched.gangs;
+    t    record;
+    nw   int;
+    ng   numeric;
+    ow   int;
+    og   numeric;
+BEGIN
+    -- the role check comes before the row lock: a refused caller locks nothing
+    SELECT * INTO j FROM gangsched.gangs g WHERE g.id = resize.job;
+    IF j.id IS NULL THEN
+        RAISE EXCEPTION 'job % does not exist', job
+            USING ERRCODE = 'foreign_key_violation', HINT = 'See gangsched.jobs for the job ids.';
+    END IF;
+    PERFORM gangsched._require_team(j.team_id, format('resize job %s', job));
+    SELECT * INTO j FROM gangsched.gangs g WHERE g.id = resize.job FOR UPDATE;
+    IF j.state <> 'pending' THEN
+        RAISE EXCEPTION 'job % is %, and only a pending job can be resized', job, j.state
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = CASE WHEN j.state = 'nominated' THEN 'Its victims are already releasing capacity for its present shape.'
+                                WHEN j.state IN ('finished', 'failed', 'cancelled', 'expired') THEN 'It has ended.'
+                                ELSE 'It holds capacity for its present shape.' END,
+                  HINT = CASE WHEN j.state IN ('finished', 'failed', 'cancelled', 'expired') THEN 'Submit a new job with the shape you need.'
+                              ELSE 'Cancel it and submit it again with the shape you need.' END;
+    END IF;
+    ow := j.workers;
+    og := j.gpus;
+    nw := COALESCE(workers, ow);
+    ng := COALESCE(gpus, og);
+    IF nw = ow AND ng = og THEN
+        RETURN;
+    END IF;
+    -- the request, checked as submit checks it (sql/src/50_jobs.sql)
+    IF nw < 1 THEN
+        RAISE EXCEPTION 'workers must be at least 1, not %', nw
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'A gang has one or more workers.';
+    END IF;
+    PERFORM gangsched._check_amount(ng, 'gpus', false, 64);
+    IF ng > 1 AND ng <> trunc(ng) THEN
+        RAISE EXCEPTION 'gpus must be a whole number or a fraction of one device, not %', ng
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'A worker takes whole devices, or whole slices of one device.',
+                  HINT = format('Ask for %s or %s GPUs per worker.', trunc(ng), trunc(ng) + 1);
+    END IF;
+    IF ng = 0 AND j.cpus = 0 AND j.mem_gb = 0 AND j.net_gbps = 0 THEN
+        RAISE EXCEPTION 'worker asks for no resources'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Keep some gpus: the job asks for no cpus, memory or network.';
+    END IF;
+    IF nw % (j.group_size::bigint * j.stages) <> 0 THEN
+        RAISE EXCEPTION 'workers (%) is not divisible by group_size × stages (% × %)', nw, j.group_size, j.stages
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'Data-parallel replicas are workers / (group_size × stages) and must be whole.',
+                  HINT = format('Use a multiple of %s workers, for example %s.', j.group_size::bigint * j.stages,
+                                greatest(1, round(nw::numeric / (j.group_size::bigint * j.stages))) * j.group_size::bigint * j.stages);
+    END IF;
+    SELECT tm.name, tm.max_workers_per_gang INTO t FROM gangsched.teams tm WHERE tm.id = j.team_id;
+    PERFORM gangsched._check_gang_limit(t.name, t.max_workers_per_gang, nw);
+    j.workers := nw;
+    j.gpus := ng;
+    j.gpu_model := CASE WHEN ng > 0 THEN j.gpu_model END;
+    j.gpu_mem_gb := CASE WHEN ng > 0 THEN j.gpu_mem_gb END;
+    IF NOT gangsched._admit_fast(j) THEN
+        PERFORM gangsched._admit(j);
+    END IF;
+    UPDATE gangsched.gangs g
+       SET workers = nw, gpus = ng, gpu_model = j.gpu_model, gpu_mem_gb = j.gpu_mem_gb,
+           reason = CASE WHEN g.waiting_for IS NULL THEN NULL ELSE g.reason END
+     WHERE g.id = resize.job;
+    PERFORM gangsched._event('resized', job, NULL, j.team_id,
+                             format('%s workers × %s GPUs, was %s × %s', nw, ng, ow, og),
+                             jsonb_build_object('workers', nw, 'gpus', ng, 'was_workers', ow, 'was_gpus', og));
+    PERFORM gangsched._wake();
+END $$;
