@@ -550,7 +550,7 @@ update_nominated(GsState *st, GsDecision *dec, TimestampTz now, int *nconfirmed)
 			  "  SELECT $5, 'nominated', n.id, n.team_id, n.reason, n.detail::pg_catalog.jsonb FROM n"
 			  "  RETURNING job)"
 			  "SELECT job FROM e ORDER BY job",
-			  5, types, values, SPI_OK_SELECT);
+			  7, types, values, SPI_OK_SELECT);
 	return spi_int8_column(1, nconfirmed);
 }
 
@@ -886,7 +886,7 @@ update_placed(int64 *p_job, char **p_detail, bool *p_borrowed, int32 *p_workers,
 			  /* every row of p has its event: e runs to completion unread */
 			  "SELECT p.id, p.team_id,"
 			  "       pg_catalog.date_part('epoch', $3 OPERATOR(pg_catalog.-) p.queued_at) FROM p",
-			  4, types, values, SPI_OK_SELECT);
+			  6, types, values, SPI_OK_SELECT);
 	confirmed = spi_int8_column(1, nconfirmed);
 	team = palloc(sizeof(int32) * Max(*nconfirmed, 1));
 	wait = palloc(sizeof(float8) * Max(*nconfirmed, 1));

@@ -40,6 +40,7 @@ BEGIN
             ('now', 'gangsched_operator, gangsched_portal, gangsched_agent, gangsched_analyst'),
             -- portals act for their teams
             ('submit', 'gangsched_operator, gangsched_portal'),
+            ('resize', 'gangsched_operator, gangsched_portal'),
             ('cancel', 'gangsched_operator, gangsched_portal'),
             ('why_pending', 'gangsched_operator, gangsched_portal'),
             -- agents act for their nodes

@@ -2964,3 +2964,163 @@ SELECT 8, g.id, NULL,
    AND (g.state <> 'pending' OR NOT (g.waiting_for <@ COALESCE(g.after_jobs, '{}')) OR x.id IS NOT NULL)
 $$;
 
+
+/* ------------------------------------------------------------------ */
+-- ==== resize: resizing a pending job (issue 17; sql/src/59_resize.sql) ====
+/* ------------------------------------------------------------------ */
+-- The gang-size limit of a team (gangsched.max_workers_per_gang or the
+-- team's own): 53S08. Shared by submit (_check_team_limits) and resize.
+CREATE FUNCTION gangsched._check_gang_limit(team text, team_limit int, workers int) RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    wlim int := COALESCE(team_limit, pg_catalog.current_setting('gangsched.max_workers_per_gang', true)::int, 4096);
+BEGIN
+    IF workers > wlim THEN
+        RAISE EXCEPTION 'the gang of % workers is larger than team "%" may submit', workers, team
+            USING ERRCODE = '53S08',
+                  DETAIL = format('Team "%s" may submit gangs of at most %s workers (%s).', team, wlim,
+                                  CASE WHEN team_limit IS NOT NULL THEN 'its own limit'
+                                       ELSE 'gangsched.max_workers_per_gang' END),
+                  HINT = 'Ask for fewer workers, or ask the operator to raise the limit with gangsched.set_team_limits().';
+    END IF;
+END $$;
+
+-- submit()'s per-team limits: 53S08 for a gang above the team's worker
+-- limit, 53S07 when the team already has as many pending jobs as it may.
+-- O(1) while the team is far from its pending limit (one index lookup and
+-- a read of the sequence); near it, a count of the team's pending jobs on
+-- gangs_team_idx, stopped at the limit.
+CREATE OR REPLACE FUNCTION gangsched._check_team_limits(tid int, workers int) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    r       record;
+    lim     int;
+    seq     bigint;
+    n       int;
+BEGIN
+    SELECT t.name, t.max_pending, t.max_workers_per_gang, c.pending, c.upto, c.counted_at,
+           (SELECT s.last_value FROM gangsched.queue_position_seq s) AS seq, t.closed_at, t.closed_reason
+      INTO r
+      FROM gangsched.teams t LEFT JOIN gangsched.team_pending c ON c.team_id = t.id
+     WHERE t.id = tid;
+    IF r.closed_at IS NOT NULL THEN
+        RAISE EXCEPTION 'team "%" is closed to new work', r.name
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = format('Closed at %s%s. Its queued jobs stay queued and are not placed; its running jobs run on.',
+                                  r.closed_at, COALESCE(': ' || r.closed_reason, '')),
+                  HINT = format('Ask the operator to reopen it with gangsched.open_team(%L).', r.name);
+    END IF;
+    PERFORM gangsched._check_gang_limit(r.name, r.max_workers_per_gang, workers);
+    lim := COALESCE(r.max_pending,
+                    pg_catalog.current_setting('gangsched.max_pending_per_team', true)::int, 10000);
+    IF r.pending IS NOT NULL AND r.pending + (r.seq - r.upto) < lim
+       AND r.counted_at > pg_catalog.now() - interval '10 seconds' THEN
+        RETURN;
+    END IF;
+    -- count again: the sequence first, so jobs submitted meanwhile are in
+    -- the next bound
+    seq := r.seq;
+    SELECT count(*)::int INTO n
+      FROM (SELECT FROM gangsched.gangs g WHERE g.team_id = tid AND g.state = 'pending' LIMIT lim) s;
+    IF n >= lim THEN
+        RAISE EXCEPTION 'team "%" has % pending jobs, as many as it may have', r.name, n
+            USING ERRCODE = '53S07',
+                  DETAIL = format('Team "%s" may have at most %s pending jobs (%s).', r.name, lim,
+                                  CASE WHEN r.max_pending IS NOT NULL THEN 'its own limit'
+                                       ELSE 'gangsched.max_pending_per_team' END),
+                  HINT = 'Submit again when some of its jobs have started or ended, cancel jobs it no longer needs, '
+                         'or ask the operator to raise the limit with gangsched.set_team_limits().';
+    END IF;
+    -- remember the count unless another submit is remembering one (never wait)
+    PERFORM FROM gangsched.team_pending c WHERE c.team_id = tid FOR UPDATE SKIP LOCKED;
+    IF FOUND THEN
+        UPDATE gangsched.team_pending c SET pending = n, upto = seq, counted_at = pg_catalog.now()
+         WHERE c.team_id = tid;
+    END IF;
+END $$;
+
+-- A pending job asks for another number of workers, or other GPUs per
+-- worker: it keeps its id, queue position and submit time, the request is
+-- checked as submit checks it (same SQLSTATEs; nothing changes when a check
+-- fails), and a 'resized' event records both shapes. Only a pending job
+-- can be resized: a round that read the old shape places or nominates the
+-- job only if its shape is still the one it chose for (src/round.c), so a
+-- resize racing a round never leaves a job holding the wrong number of
+-- workers.
+CREATE FUNCTION gangsched.resize(job bigint, workers int DEFAULT NULL, gpus numeric DEFAULT NULL) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    j    gangsched.gangs;
+    t    record;
+    nw   int;
+    ng   numeric;
+    ow   int;
+    og   numeric;
+BEGIN
+    -- the role check comes before the row lock: a refused caller locks nothing
+    SELECT * INTO j FROM gangsched.gangs g WHERE g.id = resize.job;
+    IF j.id IS NULL THEN
+        RAISE EXCEPTION 'job % does not exist', job
+            USING ERRCODE = 'foreign_key_violation', HINT = 'See gangsched.jobs for the job ids.';
+    END IF;
+    PERFORM gangsched._require_team(j.team_id, format('resize job %s', job));
+    SELECT * INTO j FROM gangsched.gangs g WHERE g.id = resize.job FOR UPDATE;
+    IF j.state <> 'pending' THEN
+        RAISE EXCEPTION 'job % is %, and only a pending job can be resized', job, j.state
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = CASE WHEN j.state = 'nominated' THEN 'Its victims are already releasing capacity for its present shape.'
+                                WHEN j.state IN ('finished', 'failed', 'cancelled', 'expired') THEN 'It has ended.'
+                                ELSE 'It holds capacity for its present shape.' END,
+                  HINT = CASE WHEN j.state IN ('finished', 'failed', 'cancelled', 'expired') THEN 'Submit a new job with the shape you need.'
+                              ELSE 'Cancel it and submit it again with the shape you need.' END;
+    END IF;
+    ow := j.workers;
+    og := j.gpus;
+    nw := COALESCE(workers, ow);
+    ng := COALESCE(gpus, og);
+    IF nw = ow AND ng = og THEN
+        RETURN;
+    END IF;
+    -- the request, checked as submit checks it (sql/src/50_jobs.sql)
+    IF nw < 1 THEN
+        RAISE EXCEPTION 'workers must be at least 1, not %', nw
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'A gang has one or more workers.';
+    END IF;
+    PERFORM gangsched._check_amount(ng, 'gpus', false, 64);
+    IF ng > 1 AND ng <> trunc(ng) THEN
+        RAISE EXCEPTION 'gpus must be a whole number or a fraction of one device, not %', ng
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'A worker takes whole devices, or whole slices of one device.',
+                  HINT = format('Ask for %s or %s GPUs per worker.', trunc(ng), trunc(ng) + 1);
+    END IF;
+    IF ng = 0 AND j.cpus = 0 AND j.mem_gb = 0 AND j.net_gbps = 0 THEN
+        RAISE EXCEPTION 'worker asks for no resources'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Keep some gpus: the job asks for no cpus, memory or network.';
+    END IF;
+    IF nw % (j.group_size::bigint * j.stages) <> 0 THEN
+        RAISE EXCEPTION 'workers (%) is not divisible by group_size × stages (% × %)', nw, j.group_size, j.stages
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'Data-parallel replicas are workers / (group_size × stages) and must be whole.',
+                  HINT = format('Use a multiple of %s workers, for example %s.', j.group_size::bigint * j.stages,
+                                greatest(1, round(nw::numeric / (j.group_size::bigint * j.stages))) * j.group_size::bigint * j.stages);
+    END IF;
+    SELECT tm.name, tm.max_workers_per_gang INTO t FROM gangsched.teams tm WHERE tm.id = j.team_id;
+    PERFORM gangsched._check_gang_limit(t.name, t.max_workers_per_gang, nw);
+    j.workers := nw;
+    j.gpus := ng;
+    j.gpu_model := CASE WHEN ng > 0 THEN j.gpu_model END;
+    j.gpu_mem_gb := CASE WHEN ng > 0 THEN j.gpu_mem_gb END;
+    IF NOT gangsched._admit_fast(j) THEN
+        PERFORM gangsched._admit(j);
+    END IF;
+    UPDATE gangsched.gangs g
+       SET workers = nw, gpus = ng, gpu_model = j.gpu_model, gpu_mem_gb = j.gpu_mem_gb,
+           reason = CASE WHEN g.waiting_for IS NULL THEN NULL ELSE g.reason END
+     WHERE g.id = resize.job;
+    PERFORM gangsched._event('resized', job, NULL, j.team_id,
+                             format('%s workers × %s GPUs, was %s × %s', nw, ng, ow, og),
+                             jsonb_build_object('workers', nw, 'gpus', ng, 'was_workers', ow, 'was_gpus', og));
+    PERFORM gangsched._wake();
+END $$;
+

@@ -37,14 +37,14 @@ SELECT gangsched.resize(:big, workers => 1, gpus => 8);
 SELECT gangsched.resize(:big);
 SELECT count(*) AS resized_events FROM gangsched.events WHERE kind = 'resized';
 -- fewer GPUs per worker
-SELECT gangsched.resize(:small, gpus => 0.5);
+SELECT gangsched.resize(:small, gpus => 2);
 SELECT name, workers, gpus FROM gangsched.jobs WHERE job = :small;
 
 /* ------------------------------------------------------------------ */
 /* refusals: submit's SQLSTATEs, and nothing changes                   */
 /* ------------------------------------------------------------------ */
 CREATE TEMP TABLE before AS SELECT id, workers, gpus, queue_pos, reason FROM gangsched.gangs;
-SELECT count(*) AS events_before FROM gangsched.events \gset
+SELECT count(*) AS events_before FROM gangsched.events WHERE kind = 'resized' \gset
 \set VERBOSITY default
 \set SHOW_CONTEXT never
 SELECT gangsched.resize(:running, workers => 1, gpus => 4);
@@ -62,7 +62,7 @@ SELECT gangsched.resize(:grouped, workers => 6);
 SELECT gangsched.set_team_limits('a', max_workers_per_gang => NULL);
 SELECT count(*) AS changed FROM gangsched.gangs g JOIN before b USING (id)
  WHERE (g.workers, g.gpus, g.queue_pos, g.reason) IS DISTINCT FROM (b.workers, b.gpus, b.queue_pos, b.reason);
-SELECT count(*) - :events_before AS new_events FROM gangsched.events WHERE kind <> 'team';
+SELECT count(*) - :events_before AS new_resized_events FROM gangsched.events WHERE kind = 'resized';
 \set VERBOSITY terse
 
 /* ------------------------------------------------------------------ */
@@ -81,7 +81,8 @@ RESET ROLE;
 DROP OWNED BY gs57_portal;
 DROP ROLE gs57_portal;
 
--- the next round places what now fits, in the shapes asked for last
+-- the next round, in the shapes asked for last: b (the lower share) first,
+-- then what fits beside the capacity the starvation guard keeps for big
 SELECT placed FROM gangsched.run_round();
 SELECT j.name, j.state, j.workers, j.gpus, count(p.*) AS worker_rows
   FROM gangsched.jobs j LEFT JOIN gangsched.placements p ON p.job = j.job
