@@ -171,6 +171,19 @@ is($rc, 4, 'usage as a portal: permission denied (4)');
 ($rc, $out, $err) = cli('cli_analyst', 'usage', '--by', 'week');
 is($rc, 2, 'usage --by week is a usage error');
 
+# ---- resize ------------------------------------------------------------------
+my $rz = sql("SELECT gangsched.submit('vision', 2, 1, name => 'to-resize')");
+($rc, $out, $err) = cli('cli_portal', 'resize', $rz, '--workers', '1', '--gpus', '2');
+is($rc, 0, 'resize') or diag $err;
+is($out, "resized job $rz\n", 'says so');
+is(sql("SELECT workers || ' ' || gpus FROM gangsched.jobs WHERE job = $rz"), '1 2', 'the new shape reached resize()');
+($rc, $out, $err) = cli('cli_portal', 'resize', $rz);
+is($rc, 2, 'resize without --workers or --gpus is a usage error');
+($rc, $out, $err) = cli('cli_portal', 'resize', $rz, '--workers', '0');
+is($rc, 1, 'a refused resize (1)');
+like($err, qr/ERROR:  22023: workers must be at least 1, not 0/, 'with the SQLSTATE');
+sql("SELECT gangsched.cancel($rz)");
+
 # ---- cancel ------------------------------------------------------------------
 ($rc, $out, $err) = cli('cli_portal', 'cancel', $j2);
 is($rc, 0, 'cancel') or diag $err;
