@@ -181,8 +181,12 @@ CREATE TABLE gangsched.gangs (
     f_gpu_mem_gb        float8 GENERATED ALWAYS AS (gpu_mem_gb::float8) STORED,
     CHECK (workers % (group_size * stages) = 0)
 );
--- The round reads the live jobs only; history stays out of its way.
+-- The round reads the live jobs only; history stays out of its way. The
+-- INCLUDE columns let gangsched.metrics count the live jobs from the index
+-- alone (src/metrics.c): none of them changes but with the state, so they
+-- make no update less HOT.
 CREATE INDEX gangs_live_idx ON gangsched.gangs (state, priority DESC, queue_pos)
+    INCLUDE (team_id, workers, gpus, queued_at)
     WHERE state IN ('pending', 'nominated', 'placed', 'running', 'preempting');
 CREATE INDEX gangs_team_idx ON gangsched.gangs (team_id, state);
 
