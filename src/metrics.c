@@ -1117,125 +1117,125 @@ gs_count_live_job(GsTeam *teams, const GsIdMap *team_ix, GsNumCache *cache, int3
 	}
 }
 
-/* the position of heap attribute attnum among the index's columns (-1: not there) */
-static int
-gs_index_column(Relation index, AttrNumber attnum)
-{
-	int			i;
-
-	for (i = 0; i < index->rd_index->indnatts; i++)
-		if (index->rd_index->indkey.values[i] == attnum)
-			return i;
-	return -1;
-}
-
 /*
- * The live jobs from gangs_live_idx alone, when it holds every column they
- * are counted by (its INCLUDE columns, sql/src/10_schema.sql) and most of
- * the table's pages are all-visible: the index is about a third of the
- * heap, and the heap's rows are read only on pages the visibility map does
- * not vouch for (as an index-only scan does). Returns false, having read
- * nothing, when the index cannot serve.
+ * A read of a partial index alone (as an index-only scan reads it): when
+ * the index holds every column asked for (its INCLUDE columns,
+ * sql/src/10_schema.sql) and at least three quarters of the table's pages
+ * are all-visible. The index is a fraction of the table, and a row is
+ * looked up in the table only when its page is not all-visible, to see
+ * whether a version of it is visible to the statement's snapshot; the
+ * values are the index tuple's either way. Its entries are those of rows
+ * that met the index's condition (a HOT chain shares its indexed columns
+ * and those of the condition).
  */
-static bool
-gs_read_live_jobs_index(GsTeam *teams, const GsIdMap *team_ix, bool want_gpus, bool want_oldest)
+typedef struct GsIndexRead
 {
-	Relation	heap = table_open(gs_relid("gangs"), AccessShareLock);
-	Oid			ix = get_relname_relid("gangs_live_idx", RelationGetNamespace(heap));
+	Relation	heap;
 	Relation	index;
-	int			c_team,
-				c_state,
-				c_workers,
-				c_gpus,
-				c_queued;
-	BlockNumber pages,
-				visible;
 	IndexScanDesc scan;
 	TupleTableSlot *slot;
-	Buffer		vmbuf = InvalidBuffer;
-	Snapshot	snap = GetActiveSnapshot();
-	GsNumCache *cache = palloc0(sizeof(GsNumCache));
-	ItemPointer tid;
-	GsAtt	   *iatt;
+	Buffer		vmbuf;
+	Snapshot	snap;
+	GsAtt	   *att;			/* the index's columns */
+} GsIndexRead;
 
+/*
+ * Open the read of gangsched.index on gangsched.table for the columns
+ * named; cols[i] gets column i's attnum in the index tuple. False, with
+ * nothing open, when the index cannot serve.
+ */
+static bool
+gs_index_read_begin(GsIndexRead *x, const char *table, const char *index, const char *const *columns, int n,
+					AttrNumber *cols)
+{
+	Oid			ix;
+	BlockNumber pages,
+				visible;
+	int			i,
+				k;
+
+	memset(x, 0, sizeof(*x));
+	x->heap = table_open(gs_relid(table), AccessShareLock);
+	ix = get_relname_relid(index, RelationGetNamespace(x->heap));
 	if (!OidIsValid(ix))
 	{
-		table_close(heap, AccessShareLock);
+		table_close(x->heap, AccessShareLock);
 		return false;
 	}
-	index = index_open(ix, AccessShareLock);
-	c_team = gs_index_column(index, gs_attnum(heap, "team_id"));
-	c_state = gs_index_column(index, gs_attnum(heap, "state"));
-	c_workers = gs_index_column(index, gs_attnum(heap, "workers"));
-	c_gpus = gs_index_column(index, gs_attnum(heap, "gpus"));
-	c_queued = gs_index_column(index, gs_attnum(heap, "queued_at"));
-	pages = RelationGetNumberOfBlocks(heap);
-	visibilitymap_count(heap, &visible, NULL);
-	if (!index->rd_index->indisvalid || index->rd_index->indrelid != RelationGetRelid(heap) ||
-		!index->rd_indam->amcanreturn || index->rd_rel->relam != BTREE_AM_OID ||
-		c_team < 0 || c_state < 0 || (want_gpus && (c_workers < 0 || c_gpus < 0)) ||
-		(want_oldest && c_queued < 0) || pages == 0 || (double) visible < 0.75 * pages)
+	x->index = index_open(ix, AccessShareLock);
+	for (i = 0; i < n; i++)
 	{
-		elog(DEBUG2, "gangsched: metrics read gangsched.gangs_live_idx not alone (%u of %u pages all-visible)",
-			 visible, pages);
-		index_close(index, AccessShareLock);
-		table_close(heap, AccessShareLock);
-		return false;
-	}
-	elog(DEBUG2, "gangsched: metrics read the live jobs from gangsched.gangs_live_idx (%u of %u pages all-visible)",
-		 visible, pages);
-	slot = table_slot_create(heap, NULL);
-	scan = index_beginscan(heap, index, snap, 0, 0);
-	scan->xs_want_itup = true;
-	index_rescan(scan, NULL, 0, NULL, 0);
-	iatt = gs_atts(scan->xs_itupdesc);
-	while ((tid = index_getnext_tid(scan, ForwardScanDirection)) != NULL)
-	{
-		GsWalk		w;
-		bool		isnull;
-		int32		team;
-		int			st;
-		int32		workers = 0;
-		Datum		gpus = (Datum) 0;
-		TimestampTz queued = 0;
+		AttrNumber	a = gs_attnum(x->heap, columns[i]);
 
-		CHECK_FOR_INTERRUPTS();
-		/* a page not all-visible: is a version of the row visible to us? */
-		if (!VM_ALL_VISIBLE(heap, ItemPointerGetBlockNumber(tid), &vmbuf))
+		cols[i] = InvalidAttrNumber;
+		for (k = 0; k < x->index->rd_index->indnatts; k++)
+			if (x->index->rd_index->indkey.values[k] == a)
+				cols[i] = k + 1;
+	}
+	pages = RelationGetNumberOfBlocks(x->heap);
+	visibilitymap_count(x->heap, &visible, NULL);
+	for (i = 0; i < n && cols[i] != InvalidAttrNumber; i++)
+		;
+	if (i < n || !x->index->rd_index->indisvalid || x->index->rd_index->indrelid != RelationGetRelid(x->heap) ||
+		x->index->rd_rel->relam != BTREE_AM_OID || x->heap->rd_rel->relam != HEAP_TABLE_AM_OID ||
+		pages == 0 || (double) visible < 0.75 * pages)
+	{
+		elog(DEBUG2, "gangsched: metrics read gangsched.%s not alone (%u of %u pages of %s all-visible%s)",
+			 index, visible, pages, table, i < n ? ", columns missing" : "");
+		index_close(x->index, AccessShareLock);
+		table_close(x->heap, AccessShareLock);
+		return false;
+	}
+	elog(DEBUG2, "gangsched: metrics read gangsched.%s alone (%u of %u pages of %s all-visible)",
+		 index, visible, pages, table);
+	x->snap = GetActiveSnapshot();
+	x->slot = table_slot_create(x->heap, NULL);
+	x->scan = index_beginscan(x->heap, x->index, x->snap, 0, 0);
+	x->scan->xs_want_itup = true;
+	index_rescan(x->scan, NULL, 0, NULL, 0);
+	x->att = gs_atts(x->scan->xs_itupdesc);
+	x->vmbuf = InvalidBuffer;
+	return true;
+}
+
+/* the next visible row's index tuple, as a walk over its columns; false at the end */
+static inline bool
+gs_index_read_next(GsIndexRead *x, GsWalk *w)
+{
+	ItemPointer tid;
+
+	while ((tid = index_getnext_tid(x->scan, ForwardScanDirection)) != NULL)
+	{
+		if (!VM_ALL_VISIBLE(x->heap, ItemPointerGetBlockNumber(tid), &x->vmbuf))
 		{
-			if (!index_fetch_heap(scan, slot))
+			if (!index_fetch_heap(x->scan, x->slot))
 				continue;
 		}
 		else
-			PredicateLockPage(heap, ItemPointerGetBlockNumber(tid), snap);
-		if (scan->xs_itup == NULL)
+			PredicateLockPage(x->heap, ItemPointerGetBlockNumber(tid), x->snap);
+		if (x->scan->xs_itup == NULL)
 			elog(ERROR, "gangsched: the index scan returned no index tuple");
-		/* (the columns are read in the index's order: key, then INCLUDE) */
-		gs_walk_index_start(&w, iatt, scan->xs_itupdesc, scan->xs_itup);
-		st = gs_live_state(gs_walk_get(&w, c_state + 1, &isnull));
-		team = DatumGetInt32(gs_walk_get(&w, c_team + 1, &isnull));
-		if (st == 0 && want_gpus)
-		{
-			workers = DatumGetInt32(gs_walk_get(&w, c_workers + 1, &isnull));
-			gpus = gs_walk_get(&w, c_gpus + 1, &isnull);
-		}
-		if (st == 0 && want_oldest)
-			queued = DatumGetTimestampTz(gs_walk_get(&w, c_queued + 1, &isnull));
-		gs_count_live_job(teams, team_ix, cache, team, st, workers, gpus, queued, want_gpus, want_oldest);
+		gs_walk_index_start(w, x->att, x->scan->xs_itupdesc, x->scan->xs_itup);
+		return true;
 	}
-	if (BufferIsValid(vmbuf))
-		ReleaseBuffer(vmbuf);
-	index_endscan(scan);
-	ExecDropSingleTupleTableSlot(slot);
-	index_close(index, AccessShareLock);
-	table_close(heap, AccessShareLock);
-	return true;
+	return false;
+}
+
+static void
+gs_index_read_end(GsIndexRead *x)
+{
+	if (BufferIsValid(x->vmbuf))
+		ReleaseBuffer(x->vmbuf);
+	index_endscan(x->scan);
+	ExecDropSingleTupleTableSlot(x->slot);
+	index_close(x->index, AccessShareLock);
+	table_close(x->heap, AccessShareLock);
 }
 
 /*
  * The live jobs: counts by team and state, the pending ones' GPUs and
  * their oldest entry into the queue (each only when asked for). From
- * gangs_live_idx alone when it can serve (above), else from the rows: the
+ * gangs_live_idx alone when it can serve (GsIndexRead), else from the rows: the
  * counts read the row's 2nd and 4th columns, the GPUs its 5th and 6th,
  * queued_at is its 31st.
  */
@@ -1252,9 +1252,34 @@ gs_read_live_jobs(GsTeam *teams, const GsIdMap *team_ix, bool want_gpus, bool wa
 				a_queued;
 	bool		isnull;
 
-	if (gs_read_live_jobs_index(teams, team_ix, want_gpus, want_oldest))
-		return;
+	static const char *const columns[] = {"state", "team_id", "workers", "gpus", "queued_at"};
+	AttrNumber	c[lengthof(columns)];
+	GsIndexRead x;
+
 	cache = palloc0(sizeof(GsNumCache));
+	if (gs_index_read_begin(&x, "gangs", "gangs_live_idx", columns, lengthof(columns), c))
+	{
+		/* (the columns are read in the index's order: key, then INCLUDE) */
+		while (gs_index_read_next(&x, &w))
+		{
+			int			st = gs_live_state(gs_walk_get(&w, c[0], &isnull));
+			int32		team = DatumGetInt32(gs_walk_get(&w, c[1], &isnull));
+			int32		workers = 0;
+			Datum		gpus = (Datum) 0;
+			TimestampTz queued = 0;
+
+			if (st == 0 && want_gpus)
+			{
+				workers = DatumGetInt32(gs_walk_get(&w, c[2], &isnull));
+				gpus = gs_walk_get(&w, c[3], &isnull);
+			}
+			if (st == 0 && want_oldest)
+				queued = DatumGetTimestampTz(gs_walk_get(&w, c[4], &isnull));
+			gs_count_live_job(teams, team_ix, cache, team, st, workers, gpus, queued, want_gpus, want_oldest);
+		}
+		gs_index_read_end(&x);
+		return;
+	}
 	gs_scan_begin(&s, "gangs", "gangs_live_idx");
 	a_team = gs_attnum(s.heap, "team_id");
 	a_state = gs_attnum(s.heap, "state");
@@ -1292,10 +1317,44 @@ gs_upper_inf(Datum d)
 	return (((const char *) v)[VARSIZE_ANY(v) - 1] & RANGE_UB_INF) != 0;
 }
 
-/* the open allocations by team and by their nodes' pools */
+/* what one open allocation adds to its team and to its node's pool */
+static inline void
+gs_count_allocation(GsTeam *teams, const GsIdMap *team_ix, GsPool *pools, GsNodePool *np, const GsIdMap *node_ix,
+					GsNumCache *cache, int32 node, int32 team, Datum gpus, bool borrowed)
+{
+	int			ni = gs_idmap_find(node_ix, node),
+				ti;
+	GsNum	   *g;
+
+	if (ni < 0)
+		return;
+	g = gs_num(cache, gpus);
+	if (pools != NULL)
+	{
+		GsPool	   *p = &pools[np[ni].pool];
+
+		gs_exact_add(&p->allocated, g, 1);
+		if (borrowed)
+			gs_exact_add(&p->borrowed, g, 1);
+	}
+	if (teams == NULL || (ti = gs_idmap_find(team_ix, team)) < 0)
+		return;
+	gs_exact_add(&teams[ti].gpus, g, 1);
+	if (borrowed)
+		gs_exact_add(&teams[ti].borrowed, g, 1);
+}
+
+/*
+ * The open allocations by team and by their nodes' pools: from
+ * allocations_current_idx alone when it can serve (GsIndexRead; its
+ * entries are the open allocations), else from the rows.
+ */
 static void
 gs_read_allocations(GsTeam *teams, const GsIdMap *team_ix, GsPool *pools, GsNodePool *np, const GsIdMap *node_ix)
 {
+	static const char *const columns[] = {"node_id", "team_id", "gpus", "borrowed"};
+	AttrNumber	c[lengthof(columns)];
+	GsIndexRead x;
 	GsScan		s;
 	GsWalk		w;
 	GsNumCache *cache = palloc0(sizeof(GsNumCache));
@@ -1306,6 +1365,20 @@ gs_read_allocations(GsTeam *teams, const GsIdMap *team_ix, GsPool *pools, GsNode
 				a_during;
 	bool		isnull;
 
+	if (gs_index_read_begin(&x, "allocations", "allocations_current_idx", columns, lengthof(columns), c))
+	{
+		while (gs_index_read_next(&x, &w))
+		{
+			int32		node = DatumGetInt32(gs_walk_get(&w, c[0], &isnull));
+			int32		team = DatumGetInt32(gs_walk_get(&w, c[1], &isnull));
+			Datum		gd = gs_walk_get(&w, c[2], &isnull);
+
+			gs_count_allocation(teams, team_ix, pools, np, node_ix, cache, node, team, gd,
+								DatumGetBool(gs_walk_get(&w, c[3], &isnull)));
+		}
+		gs_index_read_end(&x);
+		return;
+	}
 	gs_scan_begin(&s, "allocations", "allocations_current_idx");
 	a_team = gs_attnum(s.heap, "team_id");
 	a_node = gs_attnum(s.heap, "node_id");
@@ -1318,29 +1391,9 @@ gs_read_allocations(GsTeam *teams, const GsIdMap *team_ix, GsPool *pools, GsNode
 		int32		team = DatumGetInt32(gs_walk_get(&w, a_team, &isnull));
 		Datum		gd = gs_walk_get(&w, a_gpus, &isnull);
 		bool		borrowed = DatumGetBool(gs_walk_get(&w, a_borrowed, &isnull));
-		int			ni,
-					ti;
-		GsNum	   *g;
-		GsPool	   *p;
 
-		if (!gs_upper_inf(gs_walk_get(&w, a_during, &isnull)))
-			continue;
-		ni = gs_idmap_find(node_ix, node);
-		if (ni < 0)
-			continue;
-		g = gs_num(cache, gd);
-		if (pools != NULL)
-		{
-			p = &pools[np[ni].pool];
-			gs_exact_add(&p->allocated, g, 1);
-			if (borrowed)
-				gs_exact_add(&p->borrowed, g, 1);
-		}
-		if (teams == NULL || (ti = gs_idmap_find(team_ix, team)) < 0)
-			continue;
-		gs_exact_add(&teams[ti].gpus, g, 1);
-		if (borrowed)
-			gs_exact_add(&teams[ti].borrowed, g, 1);
+		if (gs_upper_inf(gs_walk_get(&w, a_during, &isnull)))
+			gs_count_allocation(teams, team_ix, pools, np, node_ix, cache, node, team, gd, borrowed);
 	}
 	gs_scan_end(&s);
 }

@@ -217,7 +217,11 @@ CREATE TABLE gangsched.allocations (
     end_reason   text
 );
 CREATE INDEX allocations_job_idx ON gangsched.allocations (job);
+-- (INCLUDE: gangsched.metrics sums the open allocations from the index
+-- alone, src/metrics.c; only closing an allocation updates it, and that
+-- leaves the index's condition, so they make no update less HOT)
 CREATE INDEX allocations_current_idx ON gangsched.allocations (node_id)
+    INCLUDE (team_id, gpus, borrowed)
     WHERE upper_inf(during);
 
 -- What is held now, one row per device slice: slot = device * 8 + slice
