@@ -142,13 +142,15 @@ RETURNS record LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'gs_round_stats_sql';
 -- they are made of are read (the exporter's queries ask for theirs,
 -- contrib/prometheus/queries.yaml). SECURITY DEFINER: analysts and
 -- operators may call it (98_privileges.sql), and it reads the tables as
--- their owner.
+-- their owner. jit off: the one statement it runs (the holds) is never
+-- worth compiling, whatever the planner estimates on a large history.
 CREATE FUNCTION gangsched.metric_series(at timestamptz, worker_pid int, worker_wakeups bigint, worker_rounds bigint,
                                         families text[] DEFAULT NULL,
                                         OUT name text, OUT type text, OUT help text, OUT labels jsonb,
                                         OUT value float8)
 RETURNS SETOF record LANGUAGE C VOLATILE SECURITY DEFINER ROWS 400
 SET search_path = pg_catalog, gangsched, pg_temp
+SET jit = off
 AS 'MODULE_PATHNAME', 'gs_metric_series';
 
 -- The metrics view: analysts and operators read it (98_privileges.sql).
