@@ -631,7 +631,8 @@ gs_scan_next(GsScan *s, GsWalk *w)
 		 * ask for a row a few ahead on the page while this one is read (the
 		 * visible rows' offsets are the page-at-a-time scan's).
 		 */
-		if (s->prefetch > 0 && hs->rs_cindex + GS_PREFETCH_AHEAD < hs->rs_ntuples)
+		if (s->prefetch > 0 && (hs->rs_base.rs_flags & SO_ALLOW_PAGEMODE) &&
+			hs->rs_cindex + GS_PREFETCH_AHEAD < hs->rs_ntuples)
 		{
 			Page		page = BufferGetPage(hs->rs_cbuf);
 			ItemId		lp = PageGetItemId(page, hs->rs_vistuples[hs->rs_cindex + GS_PREFETCH_AHEAD]);
