@@ -13,10 +13,16 @@
  */
 #include "postgres.h"
 
+#include "access/amapi.h"
 #include "access/genam.h"
+#include "access/heapam.h"
+#include "access/relscan.h"
+#include "access/htup_details.h"
 #include "access/table.h"
 #include "access/tableam.h"
+#include "access/visibilitymap.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_am.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "executor/tuptable.h"
@@ -27,12 +33,17 @@
 #include "nodes/value.h"
 #include "parser/parse_func.h"
 #include "port/atomics.h"
+#include "storage/bufmgr.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
+#include "storage/predicate.h"
 #include "storage/shmem.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
+#include "utils/inval.h"
+#include "utils/memutils.h"
+#include "utils/syscache.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/numeric.h"
@@ -269,6 +280,19 @@ gs_text_fixed(const char *s, int128 *out)
 	return true;
 }
 
+static inline bool
+gs_bytes_eq(const GsNum *e, const char *p, int len)
+{
+	int			i;
+
+	if (e->len != len)
+		return false;
+	for (i = 0; i < len; i++)
+		if (e->bytes[i] != p[i])
+			return false;
+	return true;
+}
+
 static GsNum *
 gs_num(GsNumCache *c, Datum d)
 {
@@ -282,11 +306,12 @@ gs_num(GsNumCache *c, Datum d)
 		v = pg_detoast_datum_packed(v);
 	p = VARDATA_ANY(v);
 	len = VARSIZE_ANY_EXHDR(v);
+	/* (a numeric's few bytes compared inline: this runs for every row) */
 	e = &c->e[c->last];
-	if (c->n > 0 && e->len == len && memcmp(e->bytes, p, len) == 0)
+	if (c->n > 0 && gs_bytes_eq(e, p, len))
 		return e;
 	for (i = 0; i < c->n; i++)
-		if (c->e[i].len == len && memcmp(c->e[i].bytes, p, len) == 0)
+		if (gs_bytes_eq(&c->e[i], p, len))
 		{
 			c->last = i;
 			return &c->e[i];
@@ -354,14 +379,154 @@ gs_exact_float8(GsExact *a)
 
 /* ---- scans -------------------------------------------------------- */
 
+/*
+ * A scan hands out heap tuples (not slots), and each pass reads the few
+ * columns it needs with a GsWalk: the row's attributes are stepped over in
+ * order, as heap deforming does, but none is stored but those asked for
+ * (a slot's deform stores every attribute up to the last one read, and
+ * gangs' queued_at is its 31st). Dropped columns are stepped over like any
+ * other; a tuple written before a column was added has none of its own
+ * (the column's default then, as heap_getattr gives it).
+ */
+/* rows ahead of the one read, and the bytes of each row, that a sequential scan prefetches */
+#define GS_PREFETCH_AHEAD 4
+#define GS_PREFETCH_BYTES 320
+
+/* an attribute's storage, for GsWalk */
+typedef struct GsAtt
+{
+	int16		len;			/* attlen */
+	uint8		amask;			/* alignment - 1 */
+	bool		byval;
+} GsAtt;
+
 typedef struct GsScan
 {
 	Relation	heap;
 	Relation	index;			/* NULL: sequential */
 	TableScanDesc ts;
 	IndexScanDesc is;
-	TupleTableSlot *slot;
+	TupleTableSlot *slot;		/* the index scan's */
+	int			prefetch;		/* bytes of each row to prefetch (sequential) */
+	int			natts;
+	GsAtt	   *att;			/* the relation's attributes */
 } GsScan;
+
+typedef struct GsWalk
+{
+	const GsAtt *att;
+	TupleDesc	desc;			/* for attributes the row does not have */
+	char	   *tp;				/* the data */
+	bits8	   *bp;				/* the null bitmap, NULL when none */
+	int			tupnatts;
+	int			next;			/* 0-based attribute at off */
+	uint32		off;
+} GsWalk;
+
+static inline void
+gs_walk_start(GsWalk *w, const GsScan *s, HeapTuple tuple)
+{
+	HeapTupleHeader th = tuple->t_data;
+
+	w->att = s->att;
+	w->desc = RelationGetDescr(s->heap);
+	w->tp = (char *) th + th->t_hoff;
+	w->bp = HeapTupleHasNulls(tuple) ? th->t_bits : NULL;
+	w->tupnatts = Min(HeapTupleHeaderGetNatts(th), s->natts);
+	w->next = 0;
+	w->off = 0;
+}
+
+/* a walk over an index tuple's columns (att: the index's) */
+static inline void
+gs_walk_index_start(GsWalk *w, const GsAtt *att, TupleDesc desc, IndexTuple itup)
+{
+	w->att = att;
+	w->desc = desc;
+	w->tp = (char *) itup + IndexInfoFindDataOffset(itup->t_info);
+	w->bp = IndexTupleHasNulls(itup) ? (bits8 *) ((char *) itup + sizeof(IndexTupleData)) : NULL;
+	w->tupnatts = desc->natts;
+	w->next = 0;
+	w->off = 0;
+}
+
+/* the offset of attribute `to` (0-based) from `from` at off: its start if present */
+static uint32
+gs_walk_skip(const GsAtt *att, const char *tp, const bits8 *bp, int from, int to, uint32 off)
+{
+	int			i;
+
+	for (i = from; i < to; i++)
+	{
+		int			len;
+
+		if (bp != NULL && (bp[i >> 3] & (1 << (i & 7))) == 0)
+			continue;			/* null */
+		len = att[i].len;
+		if (len > 0)
+			off = ((off + att[i].amask) & ~(uint32) att[i].amask) + len;
+		else if (len == -1)
+		{
+			/* a 1-byte header is never padded (att_align_pointer) */
+			if (tp[off] == 0)
+				off = (off + att[i].amask) & ~(uint32) att[i].amask;
+			off += VARSIZE_ANY(tp + off);
+		}
+		else
+		{
+			off = (off + att[i].amask) & ~(uint32) att[i].amask;
+			off += strlen(tp + off) + 1;
+		}
+	}
+	return off;
+}
+
+/* attribute attnum of the tuple (attnums asked for in ascending order are stepped to once) */
+static inline Datum
+gs_walk_get(GsWalk *w, AttrNumber attnum, bool *isnull)
+{
+	const GsAtt *att = w->att;
+	int			a = attnum - 1;
+	uint32		off;
+	Datum		d;
+
+	if (a >= w->tupnatts)
+		return getmissingattr(w->desc, attnum, isnull);
+	if (a < w->next)
+		w->next = 0, w->off = 0;
+	off = gs_walk_skip(att, w->tp, w->bp, w->next, a, w->off);
+	w->next = a + 1;
+	if (w->bp != NULL && (w->bp[a >> 3] & (1 << (a & 7))) == 0)
+	{
+		w->off = off;
+		*isnull = true;
+		return (Datum) 0;
+	}
+	if (att[a].len != -1 || w->tp[off] == 0)
+		off = (off + att[a].amask) & ~(uint32) att[a].amask;
+	d = fetch_att(w->tp + off, att[a].byval, att[a].len);
+	w->off = att_addlength_pointer(off, att[a].len, w->tp + off);
+	*isnull = false;
+	return d;
+}
+
+/* the attributes' storage, for GsWalk */
+static GsAtt *
+gs_atts(TupleDesc desc)
+{
+	GsAtt	   *a = palloc(Max(desc->natts, 1) * sizeof(GsAtt));
+	int			i;
+
+	for (i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+
+		a[i].len = att->attlen;
+		a[i].amask = (uint8) (att_align_nominal(1, att->attalign) - 1);
+		a[i].byval = att->attbyval;
+	}
+	return a;
+}
 
 static Oid
 gs_relid(const char *name)
@@ -400,9 +565,19 @@ gs_scan_begin(GsScan *s, const char *name, const char *live_index)
 {
 	Snapshot	snap = GetActiveSnapshot();
 
+	TupleDesc	desc;
+
 	memset(s, 0, sizeof(*s));
 	s->heap = table_open(gs_relid(name), AccessShareLock);
-	s->slot = table_slot_create(s->heap, NULL);
+	if (s->heap->rd_rel->relam != HEAP_TABLE_AM_OID)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("gangsched.%s is not a heap table", name),
+				 errhint("Reinstall the extension: gangsched's tables use the heap access method.")));
+	desc = RelationGetDescr(s->heap);
+	s->prefetch = GS_PREFETCH_BYTES;
+	s->natts = desc->natts;
+	s->att = gs_atts(desc);
 	if (live_index != NULL)
 	{
 		Oid			ix = get_relname_relid(live_index, RelationGetNamespace(s->heap));
@@ -423,6 +598,7 @@ gs_scan_begin(GsScan *s, const char *name, const char *live_index)
 		 s->index != NULL ? "through its partial index" : "sequentially");
 	if (s->index != NULL)
 	{
+		s->slot = table_slot_create(s->heap, NULL);
 		s->is = index_beginscan(s->heap, s->index, snap, 0, 0);
 		index_rescan(s->is, NULL, 0, NULL, 0);
 	}
@@ -430,12 +606,45 @@ gs_scan_begin(GsScan *s, const char *name, const char *live_index)
 		s->ts = table_beginscan(s->heap, snap, 0, NULL);
 }
 
-static bool
-gs_scan_next(GsScan *s)
+
+/* the next row, as a walk over its attributes; false at the end */
+static inline bool
+gs_scan_next(GsScan *s, GsWalk *w)
 {
+	HeapTuple	tuple;
+
 	if (s->is != NULL)
-		return index_getnext_slot(s->is, ForwardScanDirection, s->slot);
-	return table_scan_getnextslot(s->ts, ForwardScanDirection, s->slot);
+	{
+		if (!index_getnext_slot(s->is, ForwardScanDirection, s->slot))
+			return false;
+		tuple = ExecFetchSlotHeapTuple(s->slot, false, NULL);
+	}
+	else
+	{
+		HeapScanDesc hs = (HeapScanDesc) s->ts;
+
+		if ((tuple = heap_getnext(s->ts, ForwardScanDirection)) == NULL)
+			return false;
+		/*
+		 * The rows are read where they lie in shared buffers, and on a busy
+		 * machine nearly every row's first touch misses the CPU's caches:
+		 * ask for a row a few ahead on the page while this one is read (the
+		 * visible rows' offsets are the page-at-a-time scan's).
+		 */
+		if (s->prefetch > 0 && (hs->rs_base.rs_flags & SO_ALLOW_PAGEMODE) &&
+			hs->rs_cindex + GS_PREFETCH_AHEAD < hs->rs_ntuples)
+		{
+			Page		page = BufferGetPage(hs->rs_cbuf);
+			ItemId		lp = PageGetItemId(page, hs->rs_vistuples[hs->rs_cindex + GS_PREFETCH_AHEAD]);
+			const char *t = (const char *) PageGetItem(page, lp);
+			int			b;
+
+			for (b = 0; b < s->prefetch && b < (int) ItemIdGetLength(lp); b += 64)
+				__builtin_prefetch(t + b);
+		}
+	}
+	gs_walk_start(w, s, tuple);
+	return true;
 }
 
 static void
@@ -445,10 +654,10 @@ gs_scan_end(GsScan *s)
 	{
 		index_endscan(s->is);
 		index_close(s->index, AccessShareLock);
+		ExecDropSingleTupleTableSlot(s->slot);
 	}
 	else
 		table_endscan(s->ts);
-	ExecDropSingleTupleTableSlot(s->slot);
 	table_close(s->heap, AccessShareLock);
 }
 
@@ -527,6 +736,7 @@ typedef struct GsTeam
 {
 	int32		id;
 	char	   *name;
+	Datum		labels;			/* {"team": name} */
 	int64		jobs[GS_NLIVE];
 	GsExact		pending_gpus;
 	bool		has_oldest;
@@ -544,6 +754,7 @@ typedef struct GsPool
 {
 	int32		id;
 	char	   *name;
+	Datum		labels;			/* {"pool": name} */
 	int64		gpus,
 				unavailable;
 	int64		nodes[GS_NNODE];
@@ -712,11 +923,13 @@ typedef struct GsOut
 	Tuplestorestate *store;
 	TupleDesc	desc;
 	Datum		fam_text[lengthof(gs_families)][3];
+	const bool *want;			/* the families asked for */
+	Datum		no_labels;		/* {} */
 } GsOut;
 
-/* one series: labels as key, value pairs (NULL key ends them) */
-static void
-gs_emit(GsOut *o, int family, double value, const char *k1, const char *v1, const char *k2, const char *v2)
+/* a labels object: key, value pairs (a NULL key ends them) */
+static Datum
+gs_labels(const char *k1, const char *v1, const char *k2, const char *v2)
 {
 	JsonbParseState *st = NULL;
 	JsonbValue	k,
@@ -724,8 +937,6 @@ gs_emit(GsOut *o, int family, double value, const char *k1, const char *v1, cons
 			   *res;
 	const char *keys[2] = {k1, k2};
 	const char *vals[2] = {v1, v2};
-	Datum		values[5];
-	bool		nulls[5] = {false, false, false, false, false};
 	int			i;
 
 	pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
@@ -741,10 +952,22 @@ gs_emit(GsOut *o, int family, double value, const char *k1, const char *v1, cons
 		pushJsonbValue(&st, WJB_VALUE, &v);
 	}
 	res = pushJsonbValue(&st, WJB_END_OBJECT, NULL);
+	return JsonbPGetDatum(JsonbValueToJsonb(res));
+}
+
+/* one series (none when its family was not asked for) */
+static void
+gs_emit(GsOut *o, int family, double value, Datum labels)
+{
+	Datum		values[5];
+	bool		nulls[5] = {false, false, false, false, false};
+
+	if (!o->want[family])
+		return;
 	values[0] = o->fam_text[family][0];
 	values[1] = o->fam_text[family][1];
 	values[2] = o->fam_text[family][2];
-	values[3] = JsonbPGetDatum(JsonbValueToJsonb(res));
+	values[3] = labels;
 	values[4] = Float8GetDatum(value);
 	tuplestore_putvalues(o->store, o->desc, values, nulls);
 }
@@ -755,6 +978,7 @@ static int
 gs_read_teams(GsTeam **out)
 {
 	GsScan		s;
+	GsWalk		w;
 	int			n = 0,
 				cap = 16;
 	GsTeam	   *t = palloc(cap * sizeof(GsTeam));
@@ -765,13 +989,13 @@ gs_read_teams(GsTeam **out)
 	gs_scan_begin(&s, "teams", NULL);
 	a_id = gs_attnum(s.heap, "id");
 	a_name = gs_attnum(s.heap, "name");
-	while (gs_scan_next(&s))
+	while (gs_scan_next(&s, &w))
 	{
 		if (n == cap)
 			t = repalloc(t, (cap *= 2) * sizeof(GsTeam));
 		memset(&t[n], 0, sizeof(GsTeam));
-		t[n].id = DatumGetInt32(slot_getattr(s.slot, a_id, &isnull));
-		t[n].name = TextDatumGetCString(slot_getattr(s.slot, a_name, &isnull));
+		t[n].id = DatumGetInt32(gs_walk_get(&w, a_id, &isnull));
+		t[n].name = TextDatumGetCString(gs_walk_get(&w, a_name, &isnull));
 		n++;
 	}
 	gs_scan_end(&s);
@@ -784,6 +1008,7 @@ static int
 gs_read_pools(GsPool **out)
 {
 	GsScan		s;
+	GsWalk		w;
 	int			n = 0,
 				cap = 8;
 	GsPool	   *p = palloc(cap * sizeof(GsPool));
@@ -794,13 +1019,13 @@ gs_read_pools(GsPool **out)
 	gs_scan_begin(&s, "pools", NULL);
 	a_id = gs_attnum(s.heap, "id");
 	a_name = gs_attnum(s.heap, "name");
-	while (gs_scan_next(&s))
+	while (gs_scan_next(&s, &w))
 	{
 		if (n == cap)
 			p = repalloc(p, (cap *= 2) * sizeof(GsPool));
 		memset(&p[n], 0, sizeof(GsPool));
-		p[n].id = DatumGetInt32(slot_getattr(s.slot, a_id, &isnull));
-		p[n].name = TextDatumGetCString(slot_getattr(s.slot, a_name, &isnull));
+		p[n].id = DatumGetInt32(gs_walk_get(&w, a_id, &isnull));
+		p[n].name = TextDatumGetCString(gs_walk_get(&w, a_name, &isnull));
 		n++;
 	}
 	gs_scan_end(&s);
@@ -814,6 +1039,7 @@ static int
 gs_read_nodes(GsPool *pools, int npools, GsNodePool **out)
 {
 	GsScan		s;
+	GsWalk		w;
 	int			n = 0,
 				cap = 256;
 	GsNodePool *np = palloc(cap * sizeof(GsNodePool));
@@ -830,9 +1056,10 @@ gs_read_nodes(GsPool *pools, int npools, GsNodePool **out)
 	a_gpus = gs_attnum(s.heap, "gpus");
 	a_state = gs_attnum(s.heap, "state");
 	a_heartbeat = gs_attnum(s.heap, "heartbeat_at");
-	while (gs_scan_next(&s))
+	while (gs_scan_next(&s, &w))
 	{
-		int			pi = gs_find(pools, npools, sizeof(GsPool), DatumGetInt32(slot_getattr(s.slot, a_pool, &isnull)));
+		int32		id = DatumGetInt32(gs_walk_get(&w, a_id, &isnull));
+		int			pi = gs_find(pools, npools, sizeof(GsPool), DatumGetInt32(gs_walk_get(&w, a_pool, &isnull)));
 		int32		gpus;
 		int			st;
 		Datum		hb;
@@ -841,14 +1068,14 @@ gs_read_nodes(GsPool *pools, int npools, GsNodePool **out)
 		if (pi < 0)
 			continue;
 		p = &pools[pi];
-		gpus = DatumGetInt32(slot_getattr(s.slot, a_gpus, &isnull));
-		st = gs_text_index(slot_getattr(s.slot, a_state, &isnull), gs_node_states, GS_NNODE);
+		gpus = DatumGetInt32(gs_walk_get(&w, a_gpus, &isnull));
+		st = gs_text_index(gs_walk_get(&w, a_state, &isnull), gs_node_states, GS_NNODE);
 		p->gpus += gpus;
 		if (st != 0)
 			p->unavailable += gpus;
 		if (st >= 0)
 			p->nodes[st]++;
-		hb = slot_getattr(s.slot, a_heartbeat, &isnull);
+		hb = gs_walk_get(&w, a_heartbeat, &isnull);
 		if (!isnull && st != 2 &&
 			(!p->has_heartbeat || DatumGetTimestampTz(hb) < p->heartbeat_min))
 		{
@@ -857,7 +1084,7 @@ gs_read_nodes(GsPool *pools, int npools, GsNodePool **out)
 		}
 		if (n == cap)
 			np = repalloc(np, (cap *= 2) * sizeof(GsNodePool));
-		np[n].node_id = DatumGetInt32(slot_getattr(s.slot, a_id, &isnull));
+		np[n].node_id = id;
 		np[n].pool = pi;
 		n++;
 	}
@@ -867,19 +1094,158 @@ gs_read_nodes(GsPool *pools, int npools, GsNodePool **out)
 	return n;
 }
 
+/* what one live job adds to its team */
+static inline void
+gs_count_live_job(GsTeam *teams, const GsIdMap *team_ix, GsNumCache *cache, int32 team, int st,
+				  int32 workers, Datum gpus, TimestampTz queued, bool want_gpus, bool want_oldest)
+{
+	int			ti;
+	GsTeam	   *t;
+
+	if (st < 0 || (ti = gs_idmap_find(team_ix, team)) < 0)
+		return;
+	t = &teams[ti];
+	t->jobs[st]++;
+	if (st != 0)
+		return;
+	if (want_gpus)
+		gs_exact_add(&t->pending_gpus, gs_num(cache, gpus), workers);
+	if (want_oldest)
+	{
+		if (!t->has_oldest || queued < t->oldest)
+			t->oldest = queued;
+		t->has_oldest = true;
+	}
+}
+
+/*
+ * A read of a partial index alone (as an index-only scan reads it): when
+ * the index holds every column asked for (its INCLUDE columns,
+ * sql/src/10_schema.sql) and at least three quarters of the table's pages
+ * are all-visible. The index is a fraction of the table, and a row is
+ * looked up in the table only when its page is not all-visible, to see
+ * whether a version of it is visible to the statement's snapshot; the
+ * values are the index tuple's either way. Its entries are those of rows
+ * that met the index's condition (a HOT chain shares its indexed columns
+ * and those of the condition).
+ */
+typedef struct GsIndexRead
+{
+	Relation	heap;
+	Relation	index;
+	IndexScanDesc scan;
+	TupleTableSlot *slot;
+	Buffer		vmbuf;
+	Snapshot	snap;
+	GsAtt	   *att;			/* the index's columns */
+} GsIndexRead;
+
+/*
+ * Open the read of gangsched.index on gangsched.table for the columns
+ * named; cols[i] gets column i's attnum in the index tuple. False, with
+ * nothing open, when the index cannot serve.
+ */
+static bool
+gs_index_read_begin(GsIndexRead *x, const char *table, const char *index, const char *const *columns, int n,
+					AttrNumber *cols)
+{
+	Oid			ix;
+	BlockNumber pages,
+				visible;
+	int			i,
+				k;
+
+	memset(x, 0, sizeof(*x));
+	x->heap = table_open(gs_relid(table), AccessShareLock);
+	ix = get_relname_relid(index, RelationGetNamespace(x->heap));
+	if (!OidIsValid(ix))
+	{
+		table_close(x->heap, AccessShareLock);
+		return false;
+	}
+	x->index = index_open(ix, AccessShareLock);
+	for (i = 0; i < n; i++)
+	{
+		AttrNumber	a = gs_attnum(x->heap, columns[i]);
+
+		cols[i] = InvalidAttrNumber;
+		for (k = 0; k < x->index->rd_index->indnatts; k++)
+			if (x->index->rd_index->indkey.values[k] == a)
+				cols[i] = k + 1;
+	}
+	pages = RelationGetNumberOfBlocks(x->heap);
+	visibilitymap_count(x->heap, &visible, NULL);
+	for (i = 0; i < n && cols[i] != InvalidAttrNumber; i++)
+		;
+	if (i < n || !x->index->rd_index->indisvalid || x->index->rd_index->indrelid != RelationGetRelid(x->heap) ||
+		x->index->rd_rel->relam != BTREE_AM_OID || x->heap->rd_rel->relam != HEAP_TABLE_AM_OID ||
+		pages == 0 || (double) visible < 0.75 * pages)
+	{
+		elog(DEBUG2, "gangsched: metrics read gangsched.%s not alone (%u of %u pages of %s all-visible%s)",
+			 index, visible, pages, table, i < n ? ", columns missing" : "");
+		index_close(x->index, AccessShareLock);
+		table_close(x->heap, AccessShareLock);
+		return false;
+	}
+	elog(DEBUG2, "gangsched: metrics read gangsched.%s alone (%u of %u pages of %s all-visible)",
+		 index, visible, pages, table);
+	x->snap = GetActiveSnapshot();
+	x->slot = table_slot_create(x->heap, NULL);
+	x->scan = index_beginscan(x->heap, x->index, x->snap, 0, 0);
+	x->scan->xs_want_itup = true;
+	index_rescan(x->scan, NULL, 0, NULL, 0);
+	x->att = gs_atts(x->scan->xs_itupdesc);
+	x->vmbuf = InvalidBuffer;
+	return true;
+}
+
+/* the next visible row's index tuple, as a walk over its columns; false at the end */
+static inline bool
+gs_index_read_next(GsIndexRead *x, GsWalk *w)
+{
+	ItemPointer tid;
+
+	while ((tid = index_getnext_tid(x->scan, ForwardScanDirection)) != NULL)
+	{
+		if (!VM_ALL_VISIBLE(x->heap, ItemPointerGetBlockNumber(tid), &x->vmbuf))
+		{
+			if (!index_fetch_heap(x->scan, x->slot))
+				continue;
+		}
+		else
+			PredicateLockPage(x->heap, ItemPointerGetBlockNumber(tid), x->snap);
+		if (x->scan->xs_itup == NULL)
+			elog(ERROR, "gangsched: the index scan returned no index tuple");
+		gs_walk_index_start(w, x->att, x->scan->xs_itupdesc, x->scan->xs_itup);
+		return true;
+	}
+	return false;
+}
+
+static void
+gs_index_read_end(GsIndexRead *x)
+{
+	if (BufferIsValid(x->vmbuf))
+		ReleaseBuffer(x->vmbuf);
+	index_endscan(x->scan);
+	ExecDropSingleTupleTableSlot(x->slot);
+	index_close(x->index, AccessShareLock);
+	table_close(x->heap, AccessShareLock);
+}
+
 /*
  * The live jobs: counts by team and state, the pending ones' GPUs and
- * their oldest entry into the queue. queued_at is the row's 31st column,
- * so reading it is about a fifth of the whole read; an index on (team_id,
- * queued_at) of the pending jobs would spare that, but the round's updates
- * of pending jobs' reasons (not HOT when their page is full) then cost the
- * cold round 5-10 % more (docs/monitoring.md#cost).
+ * their oldest entry into the queue (each only when asked for). From
+ * gangs_live_idx alone when it can serve (GsIndexRead), else from the rows: the
+ * counts read the row's 2nd and 4th columns, the GPUs its 5th and 6th,
+ * queued_at is its 31st.
  */
 static void
-gs_read_live_jobs(GsTeam *teams, const GsIdMap *team_ix)
+gs_read_live_jobs(GsTeam *teams, const GsIdMap *team_ix, bool want_gpus, bool want_oldest)
 {
 	GsScan		s;
-	GsNumCache *cache = palloc0(sizeof(GsNumCache));
+	GsWalk		w;
+	GsNumCache *cache;
 	AttrNumber	a_team,
 				a_state,
 				a_workers,
@@ -887,34 +1253,56 @@ gs_read_live_jobs(GsTeam *teams, const GsIdMap *team_ix)
 				a_queued;
 	bool		isnull;
 
+	static const char *const columns[] = {"state", "team_id", "workers", "gpus", "queued_at"};
+	AttrNumber	c[lengthof(columns)];
+	GsIndexRead x;
+
+	cache = palloc0(sizeof(GsNumCache));
+	if (gs_index_read_begin(&x, "gangs", "gangs_live_idx", columns, lengthof(columns), c))
+	{
+		/* (the columns are read in the index's order: key, then INCLUDE) */
+		while (gs_index_read_next(&x, &w))
+		{
+			int			st = gs_live_state(gs_walk_get(&w, c[0], &isnull));
+			int32		team = DatumGetInt32(gs_walk_get(&w, c[1], &isnull));
+			int32		workers = 0;
+			Datum		gpus = (Datum) 0;
+			TimestampTz queued = 0;
+
+			if (st == 0 && want_gpus)
+			{
+				workers = DatumGetInt32(gs_walk_get(&w, c[2], &isnull));
+				gpus = gs_walk_get(&w, c[3], &isnull);
+			}
+			if (st == 0 && want_oldest)
+				queued = DatumGetTimestampTz(gs_walk_get(&w, c[4], &isnull));
+			gs_count_live_job(teams, team_ix, cache, team, st, workers, gpus, queued, want_gpus, want_oldest);
+		}
+		gs_index_read_end(&x);
+		return;
+	}
 	gs_scan_begin(&s, "gangs", "gangs_live_idx");
 	a_team = gs_attnum(s.heap, "team_id");
 	a_state = gs_attnum(s.heap, "state");
 	a_workers = gs_attnum(s.heap, "workers");
 	a_gpus = gs_attnum(s.heap, "gpus");
 	a_queued = gs_attnum(s.heap, "queued_at");
-	while (gs_scan_next(&s))
+	while (gs_scan_next(&s, &w))
 	{
-		int			st = gs_live_state(slot_getattr(s.slot, a_state, &isnull));
-		int			ti;
-		GsTeam	   *t;
-		TimestampTz q;
+		int32		team = DatumGetInt32(gs_walk_get(&w, a_team, &isnull));
+		int			st = gs_live_state(gs_walk_get(&w, a_state, &isnull));
+		int32		workers = 0;
+		Datum		gpus = (Datum) 0;
+		TimestampTz queued = 0;
 
-		if (st < 0)
-			continue;
-		ti = gs_idmap_find(team_ix, DatumGetInt32(slot_getattr(s.slot, a_team, &isnull)));
-		if (ti < 0)
-			continue;
-		t = &teams[ti];
-		t->jobs[st]++;
-		if (st != 0)
-			continue;
-		gs_exact_add(&t->pending_gpus, gs_num(cache, slot_getattr(s.slot, a_gpus, &isnull)),
-					 DatumGetInt32(slot_getattr(s.slot, a_workers, &isnull)));
-		q = DatumGetTimestampTz(slot_getattr(s.slot, a_queued, &isnull));
-		if (!t->has_oldest || q < t->oldest)
-			t->oldest = q;
-		t->has_oldest = true;
+		if (st == 0 && want_gpus)
+		{
+			workers = DatumGetInt32(gs_walk_get(&w, a_workers, &isnull));
+			gpus = gs_walk_get(&w, a_gpus, &isnull);
+		}
+		if (st == 0 && want_oldest)
+			queued = DatumGetTimestampTz(gs_walk_get(&w, a_queued, &isnull));
+		gs_count_live_job(teams, team_ix, cache, team, st, workers, gpus, queued, want_gpus, want_oldest);
 	}
 	gs_scan_end(&s);
 }
@@ -930,11 +1318,46 @@ gs_upper_inf(Datum d)
 	return (((const char *) v)[VARSIZE_ANY(v) - 1] & RANGE_UB_INF) != 0;
 }
 
-/* the open allocations by team and by their nodes' pools */
+/* what one open allocation adds to its team and to its node's pool */
+static inline void
+gs_count_allocation(GsTeam *teams, const GsIdMap *team_ix, GsPool *pools, GsNodePool *np, const GsIdMap *node_ix,
+					GsNumCache *cache, int32 node, int32 team, Datum gpus, bool borrowed)
+{
+	int			ni = gs_idmap_find(node_ix, node),
+				ti;
+	GsNum	   *g;
+
+	if (ni < 0)
+		return;
+	g = gs_num(cache, gpus);
+	if (pools != NULL)
+	{
+		GsPool	   *p = &pools[np[ni].pool];
+
+		gs_exact_add(&p->allocated, g, 1);
+		if (borrowed)
+			gs_exact_add(&p->borrowed, g, 1);
+	}
+	if (teams == NULL || (ti = gs_idmap_find(team_ix, team)) < 0)
+		return;
+	gs_exact_add(&teams[ti].gpus, g, 1);
+	if (borrowed)
+		gs_exact_add(&teams[ti].borrowed, g, 1);
+}
+
+/*
+ * The open allocations by team and by their nodes' pools: from
+ * allocations_current_idx alone when it can serve (GsIndexRead; its
+ * entries are the open allocations), else from the rows.
+ */
 static void
 gs_read_allocations(GsTeam *teams, const GsIdMap *team_ix, GsPool *pools, GsNodePool *np, const GsIdMap *node_ix)
 {
+	static const char *const columns[] = {"node_id", "team_id", "gpus", "borrowed"};
+	AttrNumber	c[lengthof(columns)];
+	GsIndexRead x;
 	GsScan		s;
+	GsWalk		w;
 	GsNumCache *cache = palloc0(sizeof(GsNumCache));
 	AttrNumber	a_team,
 				a_node,
@@ -943,37 +1366,35 @@ gs_read_allocations(GsTeam *teams, const GsIdMap *team_ix, GsPool *pools, GsNode
 				a_during;
 	bool		isnull;
 
+	if (gs_index_read_begin(&x, "allocations", "allocations_current_idx", columns, lengthof(columns), c))
+	{
+		while (gs_index_read_next(&x, &w))
+		{
+			int32		node = DatumGetInt32(gs_walk_get(&w, c[0], &isnull));
+			int32		team = DatumGetInt32(gs_walk_get(&w, c[1], &isnull));
+			Datum		gd = gs_walk_get(&w, c[2], &isnull);
+
+			gs_count_allocation(teams, team_ix, pools, np, node_ix, cache, node, team, gd,
+								DatumGetBool(gs_walk_get(&w, c[3], &isnull)));
+		}
+		gs_index_read_end(&x);
+		return;
+	}
 	gs_scan_begin(&s, "allocations", "allocations_current_idx");
 	a_team = gs_attnum(s.heap, "team_id");
 	a_node = gs_attnum(s.heap, "node_id");
 	a_gpus = gs_attnum(s.heap, "gpus");
 	a_borrowed = gs_attnum(s.heap, "borrowed");
 	a_during = gs_attnum(s.heap, "during");
-	while (gs_scan_next(&s))
+	while (gs_scan_next(&s, &w))
 	{
-		int			ni,
-					ti;
-		GsNum	   *g;
-		bool		borrowed;
-		GsPool	   *p;
+		int32		node = DatumGetInt32(gs_walk_get(&w, a_node, &isnull));
+		int32		team = DatumGetInt32(gs_walk_get(&w, a_team, &isnull));
+		Datum		gd = gs_walk_get(&w, a_gpus, &isnull);
+		bool		borrowed = DatumGetBool(gs_walk_get(&w, a_borrowed, &isnull));
 
-		if (!gs_upper_inf(slot_getattr(s.slot, a_during, &isnull)))
-			continue;
-		ni = gs_idmap_find(node_ix, DatumGetInt32(slot_getattr(s.slot, a_node, &isnull)));
-		if (ni < 0)
-			continue;
-		p = &pools[np[ni].pool];
-		g = gs_num(cache, slot_getattr(s.slot, a_gpus, &isnull));
-		borrowed = DatumGetBool(slot_getattr(s.slot, a_borrowed, &isnull));
-		gs_exact_add(&p->allocated, g, 1);
-		if (borrowed)
-			gs_exact_add(&p->borrowed, g, 1);
-		ti = gs_idmap_find(team_ix, DatumGetInt32(slot_getattr(s.slot, a_team, &isnull)));
-		if (ti < 0)
-			continue;
-		gs_exact_add(&teams[ti].gpus, g, 1);
-		if (borrowed)
-			gs_exact_add(&teams[ti].borrowed, g, 1);
+		if (gs_upper_inf(gs_walk_get(&w, a_during, &isnull)))
+			gs_count_allocation(teams, team_ix, pools, np, node_ix, cache, node, team, gd, borrowed);
 	}
 	gs_scan_end(&s);
 }
@@ -991,6 +1412,7 @@ gs_read_counters(GsTeam *teams, const GsIdMap *team_ix)
 	for (k = 0; k < 2; k++)
 	{
 		GsScan		s;
+		GsWalk		w;
 		AttrNumber	a_name,
 					a_team,
 					a_label,
@@ -1002,11 +1424,11 @@ gs_read_counters(GsTeam *teams, const GsIdMap *team_ix)
 		a_team = gs_attnum(s.heap, "team_id");
 		a_label = gs_attnum(s.heap, "label");
 		a_value = gs_attnum(s.heap, "value");
-		while (gs_scan_next(&s))
+		while (gs_scan_next(&s, &w))
 		{
-			int			ti = gs_idmap_find(team_ix, DatumGetInt32(slot_getattr(s.slot, a_team, &isnull)));
-			Datum		name,
-						label;
+			Datum		name = gs_walk_get(&w, a_name, &isnull);
+			int			ti = gs_idmap_find(team_ix, DatumGetInt32(gs_walk_get(&w, a_team, &isnull)));
+			Datum		label;
 			double		value;
 			GsTeam	   *t;
 			int			c;
@@ -1014,9 +1436,8 @@ gs_read_counters(GsTeam *teams, const GsIdMap *team_ix)
 			if (ti < 0)
 				continue;
 			t = &teams[ti];
-			name = slot_getattr(s.slot, a_name, &isnull);
-			label = slot_getattr(s.slot, a_label, &isnull);
-			value = DatumGetFloat8(slot_getattr(s.slot, a_value, &isnull));
+			label = gs_walk_get(&w, a_label, &isnull);
+			value = DatumGetFloat8(gs_walk_get(&w, a_value, &isnull));
 			if (gs_text_is(name, "queue_wait_bucket", 17))
 			{
 				bool		inf = gs_text_is(label, "+Inf", 4);
@@ -1094,10 +1515,134 @@ gs_read_holds(GsPool *pools, int npools)
 	SPI_finish();
 }
 
+/* the pass's own memory (gs_metric_series) */
+#define GS_METRICS_CXT_SIZE (1024 * 1024)
+static MemoryContext gs_metrics_cxt = NULL;
+
 /*
- * gangsched.metric_series(at, worker_pid, worker_wakeups, worker_rounds):
- * the rows of gangsched.metrics; `at` is the scheduler's clock, the worker_*
- * arguments gangsched.worker_status()'s columns.
+ * The queue-wait histogram's bounds (gangsched.queue_wait_buckets()) and
+ * their text labels (float8out), kept by the backend until the function's
+ * catalog row changes (an upgrade that moves the bounds).
+ */
+static double *gs_bounds = NULL;
+static char **gs_bound_labels = NULL;
+static int	gs_nbounds = -1;		/* -1: not read yet */
+static int	gs_nbounds_allocated = 0;
+
+static void
+gs_bounds_invalidate(Datum arg, int cacheid, uint32 hashvalue)
+{
+	gs_nbounds = -1;
+}
+
+static int
+gs_wait_bounds(double **bounds, char ***labels)
+{
+	static bool registered = false;
+
+	if (gs_nbounds < 0)
+	{
+		ArrayType  *arr;
+		Datum	   *d;
+		int			n,
+					i;
+		MemoryContext old;
+
+		if (!registered)
+		{
+			CacheRegisterSyscacheCallback(PROCOID, gs_bounds_invalidate, (Datum) 0);
+			registered = true;
+		}
+		arr = DatumGetArrayTypeP(OidFunctionCall0(
+			LookupFuncName(list_make2(makeString("gangsched"), makeString("queue_wait_buckets")), 0, NULL, false)));
+		deconstruct_array(arr, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &d, NULL, &n);
+		old = MemoryContextSwitchTo(TopMemoryContext);
+		if (gs_bounds != NULL)
+		{
+			for (i = 0; i < gs_nbounds_allocated; i++)
+				pfree(gs_bound_labels[i]);
+			pfree(gs_bounds);
+			pfree(gs_bound_labels);
+		}
+		gs_bounds = palloc(Max(n, 1) * sizeof(double));
+		gs_bound_labels = palloc(Max(n, 1) * sizeof(char *));
+		for (i = 0; i < n; i++)
+		{
+			gs_bounds[i] = DatumGetFloat8(d[i]);
+			gs_bound_labels[i] = DatumGetCString(DirectFunctionCall1(float8out, d[i]));
+		}
+		MemoryContextSwitchTo(old);
+		gs_nbounds = gs_nbounds_allocated = n;
+	}
+	*bounds = gs_bounds;
+	*labels = gs_bound_labels;
+	return gs_nbounds;
+}
+
+/*
+ * The families asked for: every one when the argument is NULL, else those
+ * named in the array (an unknown name is an error, so a typo in an
+ * exporter's query does not go unnoticed as a missing series).
+ */
+static void
+gs_wanted_families(FunctionCallInfo fcinfo, int argno, bool *want)
+{
+	ArrayType  *arr;
+	Datum	   *names;
+	bool	   *nulls;
+	int			n,
+				i,
+				f;
+
+	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
+	{
+		for (f = 0; f < (int) lengthof(gs_families); f++)
+			want[f] = true;
+		return;
+	}
+	memset(want, 0, lengthof(gs_families) * sizeof(bool));
+	arr = PG_GETARG_ARRAYTYPE_P(argno);
+	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &names, &nulls, &n);
+	for (i = 0; i < n; i++)
+	{
+		char	   *name;
+
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("a metric family's name must not be null"),
+					 errhint("Name families as gangsched.metrics names them, or pass NULL instead of the array for every family.")));
+		name = TextDatumGetCString(names[i]);
+		for (f = 0; f < (int) lengthof(gs_families); f++)
+			if (strcmp(gs_families[f].name, name) == 0)
+				break;
+		if (f == (int) lengthof(gs_families))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("there is no metric family named \"%s\"", name),
+					 errhint("SELECT DISTINCT name FROM gangsched.metrics lists the families (docs/monitoring.md).")));
+		want[f] = true;
+	}
+}
+
+static inline bool
+gs_any(const bool *want, int from, int to)
+{
+	int			f;
+
+	for (f = from; f <= to; f++)
+		if (want[f])
+			return true;
+	return false;
+}
+
+/*
+ * gangsched.metric_series(at, worker_pid, worker_wakeups, worker_rounds,
+ * families): the rows of gangsched.metrics, or of the families named (NULL:
+ * all); `at` is the scheduler's clock, the worker_* arguments
+ * gangsched.worker_status()'s columns. Only the tables the families asked
+ * for are made of are read: a query for the node counts reads pools and
+ * nodes, not the jobs.
  */
 PG_FUNCTION_INFO_V1(gs_metric_series);
 Datum
@@ -1105,22 +1650,29 @@ gs_metric_series(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	TimestampTz now;
-	GsTeam	   *teams;
-	GsPool	   *pools;
-	GsNodePool *np;
-	int			nteams,
-				npools,
-				nnodes,
+	GsTeam	   *teams = NULL;
+	GsPool	   *pools = NULL;
+	GsNodePool *np = NULL;
+	int			nteams = 0,
+				npools = 0,
+				nnodes = 0,
 				i,
 				j,
 				f;
-	ArrayType  *bounds;
-	Datum	   *bound_d;
-	int			nbounds;
-	char	  **bound_text;
+	double	   *bound_d = NULL;
+	int			nbounds = 0;
+	char	  **bound_text = NULL;
+	MemoryContext old;
 	GsOut		o;
 	GsIdMap		team_ix,
 				node_ix;
+	bool		want[lengthof(gs_families)];
+	bool		need_pools,
+				need_teams,
+				need_nodes,
+				need_live,
+				need_alloc,
+				need_counters;
 
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
@@ -1128,108 +1680,161 @@ gs_metric_series(PG_FUNCTION_ARGS)
 				 errmsg("the time of the metrics must not be null"),
 				 errhint("Pass gangsched.now().")));
 	now = PG_GETARG_TIMESTAMPTZ(0);
+	gs_wanted_families(fcinfo, 4, want);
 	InitMaterializedSRF(fcinfo, 0);
 	o.store = rsinfo->setResult;
 	o.desc = rsinfo->setDesc;
+	/*
+	 * The pass works in a context of its own that the backend keeps, reset
+	 * after each read: a read's few hundred kilobytes then come from memory
+	 * already mapped (a fresh context's blocks are malloc'ed, and the larger
+	 * ones mapped and faulted in, at every read). The series are copied
+	 * into the tuplestore.
+	 */
+	if (gs_metrics_cxt == NULL)
+		gs_metrics_cxt = AllocSetContextCreate(TopMemoryContext, "gangsched metrics",
+											   GS_METRICS_CXT_SIZE, GS_METRICS_CXT_SIZE,
+											   ALLOCSET_DEFAULT_MAXSIZE);
+	else
+		MemoryContextReset(gs_metrics_cxt);
+	old = MemoryContextSwitchTo(gs_metrics_cxt);
 	for (f = 0; f < (int) lengthof(gs_families); f++)
+		if (want[f])
+		{
+			o.fam_text[f][0] = CStringGetTextDatum(gs_families[f].name);
+			o.fam_text[f][1] = CStringGetTextDatum(gs_families[f].type);
+			o.fam_text[f][2] = CStringGetTextDatum(gs_families[f].help);
+		}
+
+	/* what the families wanted are made of */
+	need_pools = gs_any(want, F_POOL_GPUS, F_NODES);
+	need_teams = gs_any(want, F_JOBS_LIVE, F_WAIT_COUNT);
+	need_live = want[F_JOBS_LIVE] || gs_any(want, F_TEAM_PENDING_JOBS, F_TEAM_OLDEST);
+	need_alloc = want[F_POOL_ALLOCATED] || want[F_POOL_BORROWED] || want[F_TEAM_GPUS] || want[F_TEAM_BORROWED];
+	need_nodes = need_alloc || want[F_POOL_GPUS] || want[F_POOL_UNAVAILABLE] || want[F_POOL_HEARTBEAT] ||
+		want[F_NODES];
+	need_counters = want[F_JOBS_ENDED] || gs_any(want, F_TEAM_COUNTERS, F_WAIT_COUNT);
+	/* allocations are counted on known nodes only, whichever family asks */
+	if (need_nodes && !need_pools)
+		need_pools = true;
+
+	if (need_teams)
 	{
-		o.fam_text[f][0] = CStringGetTextDatum(gs_families[f].name);
-		o.fam_text[f][1] = CStringGetTextDatum(gs_families[f].type);
-		o.fam_text[f][2] = CStringGetTextDatum(gs_families[f].help);
+		nteams = gs_read_teams(&teams);
+		gs_idmap_build(&team_ix, teams, nteams, sizeof(GsTeam));
 	}
+	if (need_pools)
+		npools = gs_read_pools(&pools);
+	if (need_nodes)
+	{
+		nnodes = gs_read_nodes(pools, npools, &np);
+		gs_idmap_build(&node_ix, np, nnodes, sizeof(GsNodePool));
+	}
+	if (need_live)
+		gs_read_live_jobs(teams, &team_ix, want[F_TEAM_PENDING_GPUS], want[F_TEAM_OLDEST]);
+	if (need_alloc)
+		gs_read_allocations(want[F_TEAM_GPUS] || want[F_TEAM_BORROWED] ? teams : NULL, &team_ix,
+							want[F_POOL_ALLOCATED] || want[F_POOL_BORROWED] ? pools : NULL, np, &node_ix);
+	if (need_counters)
+		gs_read_counters(teams, &team_ix);
+	if (want[F_POOL_HELD])
+		gs_read_holds(pools, npools);
 
-	nteams = gs_read_teams(&teams);
-	npools = gs_read_pools(&pools);
-	nnodes = gs_read_nodes(pools, npools, &np);
-	gs_idmap_build(&team_ix, teams, nteams, sizeof(GsTeam));
-	gs_idmap_build(&node_ix, np, nnodes, sizeof(GsNodePool));
-	gs_read_live_jobs(teams, &team_ix);
-	gs_read_allocations(teams, &team_ix, pools, np, &node_ix);
-	gs_read_counters(teams, &team_ix);
-	gs_read_holds(pools, npools);
-
-	/* the histogram's bounds, as the view's text labels (float8out) */
-	bounds = DatumGetArrayTypeP(OidFunctionCall0(
-		LookupFuncName(list_make2(makeString("gangsched"), makeString("queue_wait_buckets")), 0, NULL, false)));
-	deconstruct_array(bounds, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &bound_d, NULL, &nbounds);
-	bound_text = palloc(nbounds * sizeof(char *));
-	for (i = 0; i < nbounds; i++)
-		bound_text[i] = DatumGetCString(DirectFunctionCall1(float8out, bound_d[i]));
-
+	if (want[F_WAIT_BUCKET])
+		nbounds = gs_wait_bounds(&bound_d, &bound_text);
+	/* the one-label objects, each shared by the families of its team or pool */
+	for (i = 0; i < nteams; i++)
+		teams[i].labels = gs_labels("team", teams[i].name, NULL, NULL);
+	for (i = 0; i < npools; i++)
+		pools[i].labels = gs_labels("pool", pools[i].name, NULL, NULL);
+	o.want = want;
+	o.no_labels = gs_labels(NULL, NULL, NULL, NULL);
 	/* pools */
-	for (i = 0; i < npools; i++)
-		gs_emit(&o, F_POOL_GPUS, (double) pools[i].gpus, "pool", pools[i].name, NULL, NULL);
-	for (i = 0; i < npools; i++)
-		gs_emit(&o, F_POOL_UNAVAILABLE, (double) pools[i].unavailable, "pool", pools[i].name, NULL, NULL);
-	for (i = 0; i < npools; i++)
-		gs_emit(&o, F_POOL_ALLOCATED, gs_exact_float8(&pools[i].allocated), "pool", pools[i].name, NULL, NULL);
-	for (i = 0; i < npools; i++)
-		gs_emit(&o, F_POOL_BORROWED, gs_exact_float8(&pools[i].borrowed), "pool", pools[i].name, NULL, NULL);
-	for (i = 0; i < npools; i++)
-		gs_emit(&o, F_POOL_HELD, pools[i].has_held ? pools[i].held : 0, "pool", pools[i].name, NULL, NULL);
-	for (i = 0; i < npools; i++)
+	for (i = 0; i < npools && want[F_POOL_GPUS]; i++)
+		gs_emit(&o, F_POOL_GPUS, (double) pools[i].gpus, pools[i].labels);
+	for (i = 0; i < npools && want[F_POOL_UNAVAILABLE]; i++)
+		gs_emit(&o, F_POOL_UNAVAILABLE, (double) pools[i].unavailable, pools[i].labels);
+	for (i = 0; i < npools && want[F_POOL_ALLOCATED]; i++)
+		gs_emit(&o, F_POOL_ALLOCATED, gs_exact_float8(&pools[i].allocated), pools[i].labels);
+	for (i = 0; i < npools && want[F_POOL_BORROWED]; i++)
+		gs_emit(&o, F_POOL_BORROWED, gs_exact_float8(&pools[i].borrowed), pools[i].labels);
+	for (i = 0; i < npools && want[F_POOL_HELD]; i++)
+		gs_emit(&o, F_POOL_HELD, pools[i].has_held ? pools[i].held : 0, pools[i].labels);
+	for (i = 0; i < npools && want[F_POOL_HEARTBEAT]; i++)
 		if (pools[i].has_heartbeat)
-			gs_emit(&o, F_POOL_HEARTBEAT, gs_age(now, pools[i].heartbeat_min), "pool", pools[i].name, NULL, NULL);
-	for (i = 0; i < npools; i++)
+			gs_emit(&o, F_POOL_HEARTBEAT, gs_age(now, pools[i].heartbeat_min), pools[i].labels);
+	for (i = 0; i < npools && want[F_NODES]; i++)
 		for (j = 0; j < GS_NNODE; j++)
-			gs_emit(&o, F_NODES, (double) pools[i].nodes[j], "pool", pools[i].name, "state", gs_node_states[j]);
+			gs_emit(&o, F_NODES, (double) pools[i].nodes[j],
+					gs_labels("pool", pools[i].name, "state", gs_node_states[j]));
 	/* jobs and teams */
-	for (i = 0; i < nteams; i++)
+	for (i = 0; i < nteams && want[F_JOBS_LIVE]; i++)
 		for (j = 0; j < GS_NLIVE; j++)
-			gs_emit(&o, F_JOBS_LIVE, (double) teams[i].jobs[j], "team", teams[i].name, "state", gs_live_states[j]);
-	for (i = 0; i < nteams; i++)
+			gs_emit(&o, F_JOBS_LIVE, (double) teams[i].jobs[j],
+					gs_labels("team", teams[i].name, "state", gs_live_states[j]));
+	for (i = 0; i < nteams && want[F_JOBS_ENDED]; i++)
 		for (j = 0; j < GS_NENDED; j++)
-			gs_emit(&o, F_JOBS_ENDED, teams[i].ended[j], "team", teams[i].name, "state", gs_ended_states[j]);
+			gs_emit(&o, F_JOBS_ENDED, teams[i].ended[j],
+					gs_labels("team", teams[i].name, "state", gs_ended_states[j]));
 	for (i = 0; i < nteams; i++)
 	{
 		GsTeam	   *t = &teams[i];
 
-		gs_emit(&o, F_TEAM_PENDING_JOBS, (double) t->jobs[0], "team", t->name, NULL, NULL);
-		gs_emit(&o, F_TEAM_PENDING_GPUS, gs_exact_float8(&t->pending_gpus), "team", t->name, NULL, NULL);
-		gs_emit(&o, F_TEAM_OLDEST, t->has_oldest ? gs_age(now, t->oldest) : 0, "team", t->name, NULL, NULL);
-		gs_emit(&o, F_TEAM_GPUS, gs_exact_float8(&t->gpus), "team", t->name, NULL, NULL);
-		gs_emit(&o, F_TEAM_BORROWED, gs_exact_float8(&t->borrowed), "team", t->name, NULL, NULL);
+		if (want[F_TEAM_PENDING_JOBS])
+			gs_emit(&o, F_TEAM_PENDING_JOBS, (double) t->jobs[0], t->labels);
+		if (want[F_TEAM_PENDING_GPUS])
+			gs_emit(&o, F_TEAM_PENDING_GPUS, gs_exact_float8(&t->pending_gpus), t->labels);
+		if (want[F_TEAM_OLDEST])
+			gs_emit(&o, F_TEAM_OLDEST, t->has_oldest ? gs_age(now, t->oldest) : 0, t->labels);
+		if (want[F_TEAM_GPUS])
+			gs_emit(&o, F_TEAM_GPUS, gs_exact_float8(&t->gpus), t->labels);
+		if (want[F_TEAM_BORROWED])
+			gs_emit(&o, F_TEAM_BORROWED, gs_exact_float8(&t->borrowed), t->labels);
 		for (j = 0; j < 6; j++)
-			gs_emit(&o, F_TEAM_COUNTERS + j, t->counters[j], "team", t->name, NULL, NULL);
+			if (want[F_TEAM_COUNTERS + j])
+				gs_emit(&o, F_TEAM_COUNTERS + j, t->counters[j], t->labels);
 	}
 	/* queue wait: cumulative buckets, +Inf the count of all */
-	for (i = 0; i < nteams; i++)
+	for (i = 0; i < nteams && want[F_WAIT_BUCKET]; i++)
 	{
 		GsTeam	   *t = &teams[i];
 
 		for (j = 0; j <= nbounds; j++)
 		{
 			double		sum = 0;
-			double		b = j < nbounds ? DatumGetFloat8(bound_d[j]) : 0;
+			double		b = j < nbounds ? bound_d[j] : 0;
 			int			k;
 
 			for (k = 0; k < t->nbuckets; k++)
 				if (j == nbounds || (!t->buckets[k].inf && t->buckets[k].le <= b))
 					sum += t->buckets[k].value;
-			gs_emit(&o, F_WAIT_BUCKET, sum, "team", t->name, "le", j < nbounds ? bound_text[j] : "+Inf");
+			gs_emit(&o, F_WAIT_BUCKET, sum, gs_labels("team", t->name, "le", j < nbounds ? bound_text[j] : "+Inf"));
 		}
 	}
-	for (i = 0; i < nteams; i++)
-		gs_emit(&o, F_WAIT_SUM, teams[i].counters[GS_C_WAIT_SECONDS], "team", teams[i].name, NULL, NULL);
-	for (i = 0; i < nteams; i++)
-		gs_emit(&o, F_WAIT_COUNT, teams[i].counters[GS_C_PLACED], "team", teams[i].name, NULL, NULL);
+	for (i = 0; i < nteams && want[F_WAIT_SUM]; i++)
+		gs_emit(&o, F_WAIT_SUM, teams[i].counters[GS_C_WAIT_SECONDS], teams[i].labels);
+	for (i = 0; i < nteams && want[F_WAIT_COUNT]; i++)
+		gs_emit(&o, F_WAIT_COUNT, teams[i].counters[GS_C_PLACED], teams[i].labels);
 	/* rounds and the worker */
 	if (gs_round_stats != NULL)
 	{
 		uint64		last_end = pg_atomic_read_u64(&gs_round_stats->last_end);
 
-		gs_emit(&o, F_ROUND_COUNT, (double) (int64) pg_atomic_read_u64(&gs_round_stats->rounds), NULL, NULL, NULL, NULL);
-		gs_emit(&o, F_ROUND_SUM, (double) pg_atomic_read_u64(&gs_round_stats->us_total) / 1e6, NULL, NULL, NULL, NULL);
+		gs_emit(&o, F_ROUND_COUNT, (double) (int64) pg_atomic_read_u64(&gs_round_stats->rounds), o.no_labels);
+		gs_emit(&o, F_ROUND_SUM, (double) pg_atomic_read_u64(&gs_round_stats->us_total) / 1e6, o.no_labels);
 		if (last_end > 0)
 		{
-			gs_emit(&o, F_ROUND_LAST, (double) pg_atomic_read_u64(&gs_round_stats->last_us) / 1e6, NULL, NULL, NULL, NULL);
-			gs_emit(&o, F_ROUND_AGE, gs_age(now, (TimestampTz) (last_end - 1)), NULL, NULL, NULL, NULL);
+			gs_emit(&o, F_ROUND_LAST, (double) pg_atomic_read_u64(&gs_round_stats->last_us) / 1e6, o.no_labels);
+			gs_emit(&o, F_ROUND_AGE, gs_age(now, (TimestampTz) (last_end - 1)), o.no_labels);
 		}
 	}
-	gs_emit(&o, F_WORKER_UP, PG_ARGISNULL(1) ? 0 : 1, NULL, NULL, NULL, NULL);
+	gs_emit(&o, F_WORKER_UP, PG_ARGISNULL(1) ? 0 : 1, o.no_labels);
 	if (!PG_ARGISNULL(3))
-		gs_emit(&o, F_WORKER_ROUNDS, (double) PG_GETARG_INT64(3), NULL, NULL, NULL, NULL);
+		gs_emit(&o, F_WORKER_ROUNDS, (double) PG_GETARG_INT64(3), o.no_labels);
 	if (!PG_ARGISNULL(2))
-		gs_emit(&o, F_WORKER_WAKEUPS, (double) PG_GETARG_INT64(2), NULL, NULL, NULL, NULL);
+		gs_emit(&o, F_WORKER_WAKEUPS, (double) PG_GETARG_INT64(2), o.no_labels);
+	elog(DEBUG2, "gangsched: metrics read with %zu bytes of memory", MemoryContextMemAllocated(gs_metrics_cxt, true));
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(gs_metrics_cxt);
 	return (Datum) 0;
 }

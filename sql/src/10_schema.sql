@@ -181,8 +181,12 @@ CREATE TABLE gangsched.gangs (
     f_gpu_mem_gb        float8 GENERATED ALWAYS AS (gpu_mem_gb::float8) STORED,
     CHECK (workers % (group_size * stages) = 0)
 );
--- The round reads the live jobs only; history stays out of its way.
+-- The round reads the live jobs only; history stays out of its way. The
+-- INCLUDE columns let gangsched.metrics count the live jobs from the index
+-- alone (src/metrics.c): none of them changes but with the state, so they
+-- make no update less HOT.
 CREATE INDEX gangs_live_idx ON gangsched.gangs (state, priority DESC, queue_pos)
+    INCLUDE (team_id, workers, gpus, queued_at)
     WHERE state IN ('pending', 'nominated', 'placed', 'running', 'preempting');
 CREATE INDEX gangs_team_idx ON gangsched.gangs (team_id, state);
 
@@ -213,7 +217,11 @@ CREATE TABLE gangsched.allocations (
     end_reason   text
 );
 CREATE INDEX allocations_job_idx ON gangsched.allocations (job);
+-- (INCLUDE: gangsched.metrics sums the open allocations from the index
+-- alone, src/metrics.c; only closing an allocation updates it, and that
+-- leaves the index's condition, so they make no update less HOT)
 CREATE INDEX allocations_current_idx ON gangsched.allocations (node_id)
+    INCLUDE (team_id, gpus, borrowed)
     WHERE upper_inf(during);
 
 -- What is held now, one row per device slice: slot = device * 8 + slice

@@ -137,20 +137,26 @@ RETURNS record LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'gs_round_stats_sql';
 -- was written before) and checks the two agree.
 -- GPU amounts are summed exactly (as numeric) and converted to float8 once.
 -- `at` is the scheduler's clock, the worker_* arguments are
--- gangsched.worker_status()'s columns. SECURITY DEFINER: analysts and
+-- gangsched.worker_status()'s columns. `families`: the families wanted by
+-- name (NULL: all; an unknown name is an error, 22023); only the tables
+-- they are made of are read (the exporter's queries ask for theirs,
+-- contrib/prometheus/queries.yaml). SECURITY DEFINER: analysts and
 -- operators may call it (98_privileges.sql), and it reads the tables as
--- their owner.
+-- their owner. jit off: the one statement it runs (the holds) is never
+-- worth compiling, whatever the planner estimates on a large history.
 CREATE FUNCTION gangsched.metric_series(at timestamptz, worker_pid int, worker_wakeups bigint, worker_rounds bigint,
+                                        families text[] DEFAULT NULL,
                                         OUT name text, OUT type text, OUT help text, OUT labels jsonb,
                                         OUT value float8)
 RETURNS SETOF record LANGUAGE C VOLATILE SECURITY DEFINER ROWS 400
 SET search_path = pg_catalog, gangsched, pg_temp
+SET jit = off
 AS 'MODULE_PATHNAME', 'gs_metric_series';
 
--- The metrics view: analysts and operators read it (98_privileges.sql);
--- the exporter's queries (contrib/prometheus/queries.yaml) select families
--- by name. Reading it whole costs a few milliseconds on a large cluster
--- (docs/monitoring.md#cost), each family query as much.
+-- The metrics view: analysts and operators read it (98_privileges.sql).
+-- Reading it whole costs a few milliseconds on a large cluster
+-- (docs/monitoring.md#cost); a query for some families costs less through
+-- metric_series(..., families) than through the view.
 CREATE VIEW gangsched.metrics AS
 SELECT m.name, m.type, m.help, m.labels, m.value
   FROM gangsched.worker_status() w,

@@ -3124,3 +3124,63 @@ BEGIN
     PERFORM gangsched._wake();
 END $$;
 
+-- ==== mfast: metrics family filter ====
+-- Issue 18, the metrics read in a few milliseconds: metric_series() takes
+-- the families wanted (the exporter's queries ask for theirs), so the view
+-- and the function are made again (98_privileges.sql grants them again);
+-- gangs_live_idx and allocations_current_idx hold the columns the live
+-- jobs and the open allocations are counted by.
+
+-- The round reads the live jobs only; history stays out of its way. The
+-- INCLUDE columns let gangsched.metrics count the live jobs from the index
+-- alone (src/metrics.c): none of them changes but with the state, so they
+-- make no update less HOT.
+DROP INDEX gangsched.gangs_live_idx;
+CREATE INDEX gangs_live_idx ON gangsched.gangs (state, priority DESC, queue_pos)
+    INCLUDE (team_id, workers, gpus, queued_at)
+    WHERE state IN ('pending', 'nominated', 'placed', 'running', 'preempting');
+-- (INCLUDE: gangsched.metrics sums the open allocations from the index
+-- alone, src/metrics.c; only closing an allocation updates it, and that
+-- leaves the index's condition, so they make no update less HOT)
+DROP INDEX gangsched.allocations_current_idx;
+CREATE INDEX allocations_current_idx ON gangsched.allocations (node_id)
+    INCLUDE (team_id, gpus, borrowed)
+    WHERE upper_inf(during);
+
+DROP VIEW gangsched.metrics;
+DROP FUNCTION gangsched.metric_series(timestamptz, int, bigint, bigint);
+
+-- Every metric, one row per series, in Prometheus terms: name, type
+-- (gauge, counter, histogram), help text, labels (a JSON object of text
+-- values) and value, computed in C (src/metrics.c): one pass over each
+-- table it reads (teams, pools, nodes, the live jobs, the open
+-- allocations, the counters and their deltas, the holds), in the
+-- statement's snapshot. docs/monitoring.md describes each metric;
+-- test/sql/70_metrics holds the values' definition in SQL (the view as it
+-- was written before) and checks the two agree.
+-- GPU amounts are summed exactly (as numeric) and converted to float8 once.
+-- `at` is the scheduler's clock, the worker_* arguments are
+-- gangsched.worker_status()'s columns. `families`: the families wanted by
+-- name (NULL: all; an unknown name is an error, 22023); only the tables
+-- they are made of are read (the exporter's queries ask for theirs,
+-- contrib/prometheus/queries.yaml). SECURITY DEFINER: analysts and
+-- operators may call it (98_privileges.sql), and it reads the tables as
+-- their owner. jit off: the one statement it runs (the holds) is never
+-- worth compiling, whatever the planner estimates on a large history.
+CREATE FUNCTION gangsched.metric_series(at timestamptz, worker_pid int, worker_wakeups bigint, worker_rounds bigint,
+                                        families text[] DEFAULT NULL,
+                                        OUT name text, OUT type text, OUT help text, OUT labels jsonb,
+                                        OUT value float8)
+RETURNS SETOF record LANGUAGE C VOLATILE SECURITY DEFINER ROWS 400
+SET search_path = pg_catalog, gangsched, pg_temp
+SET jit = off
+AS 'MODULE_PATHNAME', 'gs_metric_series';
+
+-- The metrics view: analysts and operators read it (98_privileges.sql).
+-- Reading it whole costs a few milliseconds on a large cluster
+-- (docs/monitoring.md#cost); a query for some families costs less through
+-- metric_series(..., families) than through the view.
+CREATE VIEW gangsched.metrics AS
+SELECT m.name, m.type, m.help, m.labels, m.value
+  FROM gangsched.worker_status() w,
+       gangsched.metric_series(gangsched.now(), w.pid, w.wakeups, w.rounds) m;
