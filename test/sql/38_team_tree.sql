@@ -188,10 +188,59 @@ SELECT t.name AS victim_team, count(*) AS victims
 SELECT * FROM gangsched.check_invariants();
 
 /* ================================================================== */
-/* 5. Admission and why_pending name the level                         */
+/* 5. Fair-share preemption compares sibling subtrees                  */
+/* ================================================================== */
+
+-- 96 GPUs, no quotas (everything borrowed), research (1) has vision and
+-- language (1 each), production (1) is a leaf. production fills the
+-- cluster; vision's jobs take from it until research and production hold
+-- 48 each (the two sides under the top). Then language's jobs compare
+-- language with vision (their LCA is research): production, at research's
+-- share, is no victim for them (research with the job would end above
+-- it); vision gives up 24, language ends with 24.
+SET client_min_messages = warning;
+DROP EXTENSION gangsched CASCADE;
+CREATE EXTENSION gangsched CASCADE;
+RESET client_min_messages;
+SET gangsched.preemption = on;
+SET gangsched.min_runtime = 0;
+SET gangsched.fair_preemption_delay = 0;
+SELECT pg_temp.nodes(24);
+SELECT gangsched.add_team(n) FROM unnest(ARRAY['research', 'production', 'vision', 'language']) n;
+SELECT pg_temp.parent('vision', 'research'), pg_temp.parent('language', 'research');
+SELECT count(gangsched.submit('production', 1, 4)) FROM generate_series(1, 24);
+SELECT * FROM pg_temp.round();
+SELECT count(gangsched.submit('vision', 1, 4)) FROM generate_series(1, 24);
+SELECT * FROM pg_temp.round();
+SELECT t.name AS victim_team, count(*) AS victims
+  FROM gangsched.gangs g JOIN gangsched.teams t ON t.id = g.team_id
+ WHERE g.state = 'preempting' GROUP BY t.name ORDER BY t.name;
+SELECT count(*) AS released FROM (SELECT gangsched.job_released(g.id) FROM gangsched.gangs g WHERE g.state = 'preempting') s;
+SELECT * FROM pg_temp.round();
+SELECT * FROM pg_temp.held();
+-- the waiting jobs of production and vision go (else the starvation guard
+-- would keep a node for the first of them, and language's jobs would need
+-- a second victim where one would do)
+SELECT count(*) AS cancelled FROM (SELECT gangsched.cancel(id) FROM gangsched.gangs WHERE state = 'pending') s;
+SELECT count(gangsched.submit('language', 1, 4)) FROM generate_series(1, 24);
+SELECT * FROM pg_temp.round();
+SELECT t.name AS victim_team, count(*) AS victims
+  FROM gangsched.gangs g JOIN gangsched.teams t ON t.id = g.team_id
+ WHERE g.state = 'preempting' GROUP BY t.name ORDER BY t.name;
+SELECT count(*) AS released FROM (SELECT gangsched.job_released(g.id) FROM gangsched.gangs g WHERE g.state = 'preempting') s;
+SELECT * FROM pg_temp.round();
+SELECT * FROM pg_temp.held();
+-- a further round moves nothing
+SELECT * FROM pg_temp.round();
+SELECT team, reason, count(*) FROM gangsched.jobs WHERE state = 'pending' GROUP BY 1, 2 ORDER BY 1, 2;
+SELECT * FROM gangsched.check_invariants();
+
+/* ================================================================== */
+/* 6. Admission and why_pending name the level                         */
 /* ================================================================== */
 
 SET gangsched.preemption = off;
+RESET gangsched.fair_preemption_delay;
 SET client_min_messages = warning;
 DROP EXTENSION gangsched CASCADE;
 CREATE EXTENSION gangsched CASCADE;
