@@ -118,6 +118,7 @@ tree_add(GsCluster *c, int tix, int pool, const double d[GS_NRES], double sign)
 	int			t,
 				r;
 
+	c->use_version++;
 	for (r = 0; r < GS_NRES; r++)
 		raw[r] = delta[r] = sign * d[r];
 	for (t = tix; t >= 0; t = c->teams[t].parent)
@@ -160,6 +161,46 @@ gs_tree_kept(const GsCluster *c, int pool, int a, int except, int r)
 	return kept;
 }
 
+/* A child's unused nominal quota of resource r, 0 without a quota row or ungoverned. */
+static inline double
+unused_nominal(const GsCluster *c, int pool, int ch, int r)
+{
+	const GsQuota *q = QUOTA(c, ch, pool);
+
+	return (q->has && q->nominal[r] >= 0) ? Max(0, q->nominal[r] - q->gused[r]) : 0;
+}
+
+/* gs_tree_kept for the rounds: every team's sum over its children, once per change of use. */
+static double
+kept_cached(GsCluster *c, int pool, int a, int except, int r)
+{
+	int			n = c->nteams,
+				t,
+				k;
+	double	   *h;
+
+	if (c->kept_cache == NULL)
+	{
+		c->kept_version = palloc(sizeof(uint64_t) * Max(c->npools, 1));
+		c->kept_cache = palloc0(sizeof(double) * GS_NRES * Max(n, 1) * Max(c->npools, 1));
+		for (t = 0; t < c->npools; t++)
+			c->kept_version[t] = UINT64_MAX;
+	}
+	h = &c->kept_cache[(size_t) pool * n * GS_NRES];
+	if (c->kept_version[pool] != c->use_version)
+	{
+		for (t = 0; t < n; t++)
+			for (k = 0; k < GS_NRES; k++)
+				h[t * GS_NRES + k] = 0;
+		for (t = 0; t < n; t++)
+			if (c->teams[t].parent >= 0)
+				for (k = 0; k < GS_NRES; k++)
+					h[c->teams[t].parent * GS_NRES + k] += unused_nominal(c, pool, t, k);
+		c->kept_version[pool] = c->use_version;
+	}
+	return h[a * GS_NRES + r] - (except >= 0 ? unused_nominal(c, pool, except, r) : 0);
+}
+
 /*
  * Guaranteed in a tree: the gang stays within the nominal quota of its
  * team and of every ancestor that has a quota row in the pool (at least
@@ -189,7 +230,8 @@ tree_within_nominal(const GsCluster *c, int tix, int pool, const double d[GS_NRE
 			any = true;
 			for (r = 0; r < GS_NRES; r++)
 				if (q->nominal[r] >= 0 &&
-					q->gused[r] + delta[r] + gs_tree_kept(c, pool, t, from, r) > q->nominal[r] + GS_EPS)
+					q->gused[r] + delta[r] + (from >= 0 ? kept_cached(unconstify(GsCluster *, c), pool, t, from, r) : 0) >
+					q->nominal[r] + GS_EPS)
 				{
 					*at = t;
 					*res = r;
@@ -260,23 +302,118 @@ gs_tree_off_path(const GsCluster *c, int tix, int *out)
 	return n;
 }
 
+/*
+ * What every subtree holds back in the pool, computed once per change of
+ * use (deepest teams first), and whether any team lends with a limit there
+ * at all (when none, nothing is held back and nothing is computed).
+ */
+static const double *
+held_back_all(GsCluster *c, int pool)
+{
+	int			n = c->nteams,
+				t,
+				r,
+				d,
+				maxd = 0;
+	double	   *h;
+
+	if (c->pool_lends == NULL)
+	{
+		c->pool_lends = palloc(sizeof(int8_t) * Max(c->npools, 1));
+		c->held_version = palloc(sizeof(uint64_t) * Max(c->npools, 1));
+		c->held_cache = palloc0(sizeof(double) * GS_NRES * Max(n, 1) * Max(c->npools, 1));
+		for (t = 0; t < c->npools; t++)
+		{
+			c->pool_lends[t] = -1;
+			c->held_version[t] = UINT64_MAX;
+		}
+	}
+	if (c->pool_lends[pool] < 0)
+	{
+		c->pool_lends[pool] = 0;
+		for (t = 0; t < n; t++)
+			for (r = 0; r < GS_NRES; r++)
+				if (QUOTA(c, t, pool)->has && QUOTA(c, t, pool)->nominal[r] >= 0 && QUOTA(c, t, pool)->lend[r] >= 0)
+					c->pool_lends[pool] = 1;
+	}
+	if (c->pool_lends[pool] == 0)
+		return NULL;
+	h = &c->held_cache[(size_t) pool * n * GS_NRES];
+	if (c->held_version[pool] == c->use_version)
+		return h;
+	for (t = 0; t < n; t++)
+	{
+		maxd = Max(maxd, c->teams[t].depth);
+		for (r = 0; r < GS_NRES; r++)
+			h[t * GS_NRES + r] = 0;
+	}
+	/* a subtree's own part and its children's, deepest first */
+	for (d = maxd; d >= 0; d--)
+		for (t = 0; t < n; t++)
+		{
+			const GsQuota *q = QUOTA(c, t, pool);
+
+			if (c->teams[t].depth != d)
+				continue;
+			for (r = 0; r < GS_NRES; r++)
+			{
+				double		own = 0;
+
+				if (q->has && q->nominal[r] >= 0 && q->lend[r] >= 0)
+					own = Max(0, (q->nominal[r] - q->lend[r]) - q->used[r]);
+				/* h holds the children's sum so far */
+				h[t * GS_NRES + r] = Max(own, h[t * GS_NRES + r]);
+				if (c->teams[t].parent >= 0)
+					h[c->teams[t].parent * GS_NRES + r] += h[t * GS_NRES + r];
+			}
+		}
+	c->held_version[pool] = c->use_version;
+	return h;
+}
+
 /* Idle quota off tix's path that its subtrees do not lend out, per resource. */
 static void
-tree_protected(const GsCluster *c, int pool, int tix, double out[GS_NRES], int *off, int noff)
+tree_protected(GsCluster *c, int pool, int tix, double out[GS_NRES], const int *off, int noff)
 {
+	const double *h = held_back_all(c, pool);
 	int			k,
 				r;
 
 	for (r = 0; r < GS_NRES; r++)
 	{
 		out[r] = 0;
-		for (k = 0; k < noff; k++)
-			out[r] += gs_tree_held_back(c, pool, off[k], r);
+		if (h != NULL)
+			for (k = 0; k < noff; k++)
+				out[r] += h[off[k] * GS_NRES + r];
 	}
 }
 
+/* The subtrees off team tix's path, computed once per team. */
+static const int32_t *
+off_path_of(GsCluster *c, int tix, int *noff)
+{
+	if (c->off_path == NULL)
+	{
+		c->off_path = palloc0(sizeof(int32_t *) * Max(c->nteams, 1));
+		c->noff_path = palloc0(sizeof(int32_t) * Max(c->nteams, 1));
+	}
+	if (c->off_path[tix] == NULL)
+	{
+		int		   *tmp = palloc(sizeof(int) * Max(c->nteams, 1));
+		int			k;
+
+		c->noff_path[tix] = gs_tree_off_path(c, tix, tmp);
+		c->off_path[tix] = palloc(sizeof(int32_t) * Max(c->noff_path[tix], 1));
+		for (k = 0; k < c->noff_path[tix]; k++)
+			c->off_path[tix][k] = tmp[k];
+		pfree(tmp);
+	}
+	*noff = c->noff_path[tix];
+	return c->off_path[tix];
+}
+
 static void
-tree_append_non_lenders(StringInfo s, const GsCluster *c, int pool, int r, int *off, int noff)
+tree_append_non_lenders(StringInfo s, const GsCluster *c, int pool, int r, const int32_t *off, int noff)
 {
 	int			k,
 				n = 0,
@@ -304,14 +441,14 @@ tree_append_non_lenders(StringInfo s, const GsCluster *c, int pool, int r, int *
 
 /* gs_borrow_pools for a tree: every level's borrowing limit, every off-path subtree's lending limit. */
 static uint64_t
-tree_borrow_pools(const GsCluster *c, const GsJob *j, uint64_t elig, const double d[GS_NRES], char **why)
+tree_borrow_pools(GsCluster *c, const GsJob *j, uint64_t elig, const double d[GS_NRES], char **why)
 {
 	uint64_t	m = 0;
 	int			i,
 				r,
 				t,
 				noff;
-	int		   *off = palloc(sizeof(int) * Max(c->nteams, 1));
+	const int32_t *off;
 	StringInfoData s;
 
 	if (!j->preemptible)
@@ -349,10 +486,9 @@ tree_borrow_pools(const GsCluster *c, const GsJob *j, uint64_t elig, const doubl
 			}
 			break;
 		}
-		pfree(off);
 		return 0;
 	}
-	noff = gs_tree_off_path(c, j->tix, off);
+	off = off_path_of(c, j->tix, &noff);
 	for (i = 0; i < c->npools && i < GS_MAX_POOLS; i++)
 	{
 		const GsPool *pl = &c->pools[i];
@@ -401,7 +537,6 @@ tree_borrow_pools(const GsCluster *c, const GsJob *j, uint64_t elig, const doubl
 		if (ok)
 			m |= UINT64_C(1) << i;
 	}
-	pfree(off);
 	if (m != 0)
 		*why = NULL;
 	return m;
@@ -635,7 +770,7 @@ gs_borrow_pools(const GsCluster *c, const GsJob *j, char **why)
 		return 0;
 	demand_of(j, d);
 	if (c->tree)
-		return tree_borrow_pools(c, j, elig, d, why);
+		return tree_borrow_pools(unconstify(GsCluster *, c), j, elig, d, why);
 	if (!j->preemptible)
 	{
 		initStringInfo(&s);

@@ -141,6 +141,15 @@ typedef struct GsCluster
 	bool		tree;			/* some team has a parent: the hierarchical rules apply */
 	int			nroots;
 	int32_t    *roots;			/* the top-level teams, by id */
+	/* team trees: caches of fair.c, filled on first need (NULL until then) */
+	uint64_t	use_version;	/* bumped by every change of a team's use */
+	double	   *held_cache;		/* [pool][team][GS_NRES]: what each subtree holds back */
+	uint64_t   *held_version;	/* [pool]: use_version held_cache[pool] was computed at */
+	int8_t	   *pool_lends;		/* [pool]: 1 when some team has a lending limit there, -1 unknown */
+	double	   *kept_cache;		/* [pool][team][GS_NRES]: unused nominal of its children (gs_tree_kept) */
+	uint64_t   *kept_version;	/* [pool] */
+	int32_t   **off_path;		/* [team]: the subtrees off its path to the top */
+	int32_t    *noff_path;
 	GsQuota    *quotas;			/* [team * npools + pool] */
 	double		capacity[GS_NRES];	/* of up nodes, all pools */
 	const char *level_names[GS_MAX_DEPTH];	/* by depth; [0] "pool", [L+1] "node" */

@@ -68,6 +68,11 @@ struct GsOrder
 	/* per team: pools where its guaranteed work waits, by version (anti-thrash) */
 	uint64	   *gwait_version;
 	uint64_t   *gwait_mask;
+	/* trees: each inner team's pick (set_pick over its children), by version and phase */
+	uint64	   *pick_version;
+	int		   *pick_phase;
+	GsJob	  **pick_job;
+	int		   *pick_leaf;
 };
 
 static int
@@ -221,6 +226,15 @@ gs_order_begin(GsState *st, const GsOrderSettings *set)
 	o->gwait_mask = palloc0(sizeof(uint64_t) * o->nq);
 	for (i = 0; i < o->nq; i++)
 		o->gwait_version[i] = UINT64_MAX;
+	if (c->tree)
+	{
+		o->pick_version = palloc(sizeof(uint64) * o->nq);
+		o->pick_phase = palloc0(sizeof(int) * o->nq);
+		o->pick_job = palloc0(sizeof(GsJob *) * o->nq);
+		o->pick_leaf = palloc0(sizeof(int) * o->nq);
+		for (i = 0; i < o->nq; i++)
+			o->pick_version[i] = UINT64_MAX;
+	}
 	for (i = 0; i < n; i++)
 	{
 		GsJob	   *j = o->global[i];
@@ -416,7 +430,19 @@ subtree_pick(GsOrder *o, int t, int *leaf)
 		*leaf = t;
 		return leaf_candidate(o, t);
 	}
-	return set_pick(o, tm->children, tm->nchildren, false, leaf);
+	/*
+	 * An inner team's pick changes only when a gang is placed (version) or
+	 * a candidate of its subtree is taken (next_fair_tree forgets the picks
+	 * along that leaf's path).
+	 */
+	if (o->pick_version[t] != o->version || o->pick_phase[t] != o->phase)
+	{
+		o->pick_job[t] = set_pick(o, tm->children, tm->nchildren, false, &o->pick_leaf[t]);
+		o->pick_version[t] = o->version;
+		o->pick_phase[t] = o->phase;
+	}
+	*leaf = o->pick_leaf[t];
+	return o->pick_job[t];
 }
 
 /*
@@ -508,6 +534,9 @@ next_fair_tree(GsOrder *o)
 			else
 				o->tq[leaf].curlater++;
 			o->cache_version[leaf] = UINT64_MAX;	/* its candidate is taken */
+			if (leaf < c->nteams)
+				for (t = c->teams[leaf].parent; t >= 0; t = c->teams[t].parent)
+					o->pick_version[t] = UINT64_MAX;	/* and so its ancestors' picks */
 			tried(o, bj);
 			return bj;
 		}
