@@ -197,7 +197,8 @@ quota_after_swap(GsState *st, GsJob *j)
 	{
 		GsQuota    *q = &c->quotas[j->tix * c->npools + pl];
 		double		freed[GS_NRES] = {0, 0, 0, 0};
-		bool		ok = true;
+		bool		ok = true,
+					any;
 
 		if (!(j->pool_mask & (UINT64_C(1) << pl)))
 			continue;
@@ -215,9 +216,35 @@ quota_after_swap(GsState *st, GsJob *j)
 			limit = q->has ? Max(q->nominal[r], 0) : 0;
 			if (j->preemptible)
 				limit = (q->has && q->borrow[r] >= 0) ? limit + q->borrow[r] : 1e300;
+			else if (c->tree && !q->has)
+				limit = 1e300;	/* trees: an ancestor's nominal quota may hold it (below) */
 			if (q->used[r] - freed[r] + jd[r] > limit + GS_EPS)
 				ok = false;
 		}
+		/* trees: every ancestor with a quota row, its subtree's use less the same victims */
+		any = q->has;
+		for (i = c->teams[j->tix].parent; c->tree && i >= 0 && ok; i = c->teams[i].parent)
+		{
+			GsQuota    *a = &c->quotas[i * c->npools + pl];
+
+			if (!a->has)
+				continue;
+			any = true;
+			for (r = 0; r < GS_NRES && ok; r++)
+			{
+				double		limit;
+
+				if (a->nominal[r] < 0)
+					continue;
+				if (j->preemptible && a->borrow[r] < 0)
+					continue;	/* no borrowing limit there */
+				limit = a->nominal[r] + (j->preemptible ? a->borrow[r] : 0);
+				if (a->used[r] - freed[r] + jd[r] > limit + GS_EPS)
+					ok = false;
+			}
+		}
+		if (c->tree && !j->preemptible && !any)
+			ok = false;			/* no quota on its path: non-preemptible work has none to run in */
 		if (ok)
 			return true;
 	}

@@ -308,5 +308,36 @@ SELECT t.name AS team, r.reason, r.detail FROM gangsched.gangs g JOIN gangsched.
  WHERE g.state = 'pending';
 SELECT * FROM gangsched.check_invariants();
 
+/* ================================================================== */
+/* 7. Priority preemption under an ancestor's borrowing limit         */
+/* ================================================================== */
+
+-- 96 GPUs. research may hold 16 (nominal 16, borrowing limit 0); vision
+-- has no quota of its own and runs four low-priority 4-GPU jobs: research
+-- is at its limit although 80 GPUs are free. A high-priority vision job of
+-- 8 GPUs may take its own team's work: with research's limit counted, it
+-- needs two victims, not one.
+SET gangsched.preemption = on;
+SET gangsched.min_runtime = 0;
+SET client_min_messages = warning;
+DROP EXTENSION gangsched CASCADE;
+CREATE EXTENSION gangsched CASCADE;
+RESET client_min_messages;
+SELECT pg_temp.nodes(24);
+SELECT gangsched.add_team(n) FROM unnest(ARRAY['research', 'vision', 'language']) n;
+SELECT pg_temp.parent('vision', 'research'), pg_temp.parent('language', 'research');
+SELECT gangsched.set_quota('research', 'main', 16, borrowing_limit_gpus => 0);
+SELECT count(gangsched.submit('vision', 1, 4, priority => 0)) FROM generate_series(1, 6);
+SELECT * FROM pg_temp.round();
+SELECT * FROM pg_temp.held();
+SELECT DISTINCT reason FROM gangsched.jobs WHERE state = 'pending';
+SELECT gangsched.submit('vision', 2, 4, priority => 5) > 0 AS submitted;
+SELECT * FROM pg_temp.round();
+SELECT count(*) FILTER (WHERE state = 'preempting') AS victims,
+       count(*) FILTER (WHERE state = 'nominated') AS nominated
+  FROM gangsched.gangs;
+SELECT * FROM gangsched.check_invariants();
+SET gangsched.preemption = off;
+
 SET client_min_messages = warning;
 DROP EXTENSION gangsched CASCADE;
