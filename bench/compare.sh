@@ -43,6 +43,7 @@ PG_LIB=/usr/lib/postgresql/15 PG_SHARE=/usr/share/postgresql/15 PG_INC=/usr/incl
 RUN_ARGS=(--cases cold,steady,submit --reps 5 --rounds 20 --submit-n 10000 --submit-reps 3 --pgbench-t 2000)
 RUN_ARGS_QUICK=(--cases cold,steady,submit --reps 3 --rounds 10 --submit-n 3000 --submit-reps 2 --pgbench-t 1000)
 EXTRA_ARGS=()
+SIDE_ARGS_A=() SIDE_ARGS_B=()
 
 usage() {
   cat >&2 <<USAGE
@@ -52,6 +53,9 @@ usage: bash bench/compare.sh [options] [-- bench/run.sh options]
   --reps N       repetitions, each one bench/run.sh per build, alternating [$REPS]
   --quick        3 repetitions of a smaller run.sh (about 2 minutes instead of 9)
   --bench DIR    take run.sh from DIR instead of B's tree
+  --args-a "..." run.sh options for A only (e.g. --teams 10), after the common ones
+  --args-b "..." run.sh options for B only (e.g. --teams 100 --tree 10): one build
+                 compared with itself on two workloads when --base = --new
 environment: GS_CMP_DIR [$ROOT], GS_CMP_PORT_A [$PORT_A], GS_CMP_PORT_B [$PORT_B]
 USAGE
 }
@@ -63,6 +67,8 @@ while [ $# -gt 0 ]; do
     --reps) REPS=$2; reps_set=1; shift ;;
     --quick) QUICK=1 ;;
     --bench) BENCH_DIR=$(cd "$2" && pwd); shift ;;
+    --args-a) read -r -a SIDE_ARGS_A <<<"$2"; shift ;;
+    --args-b) read -r -a SIDE_ARGS_B <<<"$2"; shift ;;
     --) shift; EXTRA_ARGS=("$@"); break ;;
     -h|--help) usage; exit 0 ;;
     *) echo "bench/compare.sh: unknown option $1" >&2; usage; exit 2 ;;
@@ -183,16 +189,18 @@ settings_json() {
 CPU=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
 jq -cn --arg a "$SHA_A" --arg b "$SHA_B" --arg cpu "${CPU:-unknown}" --argjson cores "$(nproc)" \
    --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" --argjson sa "$(settings_json A)" --argjson sb "$(settings_json B)" \
-   --arg args "${RUN_ARGS[*]}" --argjson reps "$REPS" --arg bench "$BENCH/run.sh" \
+   --arg args "${RUN_ARGS[*]}" --arg args_a "${SIDE_ARGS_A[*]}" --arg args_b "${SIDE_ARGS_B[*]}" \
+   --argjson reps "$REPS" --arg bench "$BENCH/run.sh" \
    '{compare:"settings", a:$a, b:$b, cpu:$cpu, cores:$cores, loadavg_start:$load, reps:$reps, order:"A B alternating",
-     run_sh:$bench, run_args:$args, server_a:$sa, server_b:$sb}'
+     run_sh:$bench, run_args:$args, run_args_a:$args_a, run_args_b:$args_b, server_a:$sa, server_b:$sb}'
 
 # --- the repetitions, A B A B … ------------------------------------------------
 for ((r = 1; r <= REPS; r++)); do
   for s in A B; do
     log "rep $r/$REPS: $s (load $(cut -d' ' -f1 /proc/loadavg))"
     t=$(date +%s)
-    if ! as_pg "$s" bash "$BENCH/run.sh" "${RUN_ARGS[@]}" >"$OUT/$s.$r.jsonl" 2>"$OUT/$s.$r.log"; then
+    if [ "$s" = A ]; then side=("${SIDE_ARGS_A[@]}"); else side=("${SIDE_ARGS_B[@]}"); fi
+    if ! as_pg "$s" bash "$BENCH/run.sh" "${RUN_ARGS[@]}" "${side[@]}" >"$OUT/$s.$r.jsonl" 2>"$OUT/$s.$r.log"; then
       tail -20 "$OUT/$s.$r.log" >&2; echo "bench/compare.sh: run.sh failed against $s (rep $r)" >&2; exit 1
     fi
     log "rep $r/$REPS: $s done in $(( $(date +%s) - t )) s"

@@ -34,7 +34,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 
 # --- parameters -------------------------------------------------------------
 NODES=2048 GPN=8 RACK_NODES=8 SPINE_RACKS=16 ZONE_SPINES=4 FRAC_EVERY=8
-TEAMS=10 PENDING=20000 SEED=0.42
+TEAMS=10 TREE=0 PENDING=20000 SEED=0.42
 REPS=5 SERIES_REPS=3 ROUNDS=20 CHURN=0.01
 SERIES_NODES="512 1024 2048 4096 8192"
 SERIES_PENDING="2500 5000 10000 20000 40000 80000"
@@ -55,6 +55,9 @@ usage: bash bench/run.sh [options]
   --pending N          pending jobs of the main case [$PENDING]
   --gpus-per-node N    [$GPN]
   --teams N            [$TEAMS]
+  --tree F             team tree (issue 15): the --teams teams become leaves of a
+                       three-level tree, F leaves per inner team, inner teams
+                       under two top-level teams (bench/tree.sql); 0 = flat [$TREE]
   --seed S             setseed() argument in [-1, 1] [$SEED]
   --reps N             cold-round repetitions of the main case [$REPS]
   --series-reps N      cold-round repetitions per scaling point [$SERIES_REPS]
@@ -81,6 +84,7 @@ while [ $# -gt 0 ]; do
     --pending) PENDING=$2; shift ;;
     --gpus-per-node) GPN=$2; shift ;;
     --teams) TEAMS=$2; shift ;;
+    --tree) TREE=$2; shift ;;
     --seed) SEED=$2; shift ;;
     --reps) REPS=$2; shift ;;
     --series-reps) SERIES_REPS=$2; shift ;;
@@ -198,6 +202,9 @@ template() {
     psql_ -d "$db" -v nodes="$n" -v gpn="$GPN" -v rack_nodes="$RACK_NODES" -v spine_racks="$SPINE_RACKS" \
           -v zone_spines="$ZONE_SPINES" -v frac_every="$FRAC_EVERY" -v teams="$TEAMS" \
           -f "$HERE/cluster.sql" >/dev/null
+    if [ "$TREE" -gt 0 ]; then
+      psql_ -d "$db" -v teams="$TEAMS" -v fanout="$TREE" -f "$HERE/tree.sql" >/dev/null
+    fi
     # add_node's per-class and per-domain counters leave thousands of dead
     # row versions that submit()'s admission checks would scan until
     # autovacuum came by; vacuum as an operator would after a bulk import.
@@ -213,7 +220,7 @@ template() {
   TPL_DB[$key]=$db TPL_N[$db]=$n TPL_P[$db]=$p
   TEMPLATE=$db
   local subm=$((p - first + 1))
-  emit "{\"bench\":\"generate\",\"ext\":\"$EXT_SIG\",\"nodes\":$n,\"gpus\":$((n * GPN)),\"pending\":$p,\"from\":$(jstr "${base:-empty}"),\"cluster_ms\":$((t1 - t0)),\"submitted\":$subm,\"submit_ms\":$((t2 - t1)),\"submit_us_per_job\":$(ratio $(( (t2 - t1) * 1000 )) $subm)}"
+  emit "{\"bench\":\"generate\",\"ext\":\"$EXT_SIG\",\"nodes\":$n,\"gpus\":$((n * GPN)),\"pending\":$p,\"teams\":$TEAMS,\"tree\":$TREE,\"from\":$(jstr "${base:-empty}"),\"cluster_ms\":$((t1 - t0)),\"submitted\":$subm,\"submit_ms\":$((t2 - t1)),\"submit_us_per_job\":$(ratio $(( (t2 - t1) * 1000 )) $subm)}"
 }
 
 # A short fingerprint of the extension's functions and columns, logged and

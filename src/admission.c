@@ -183,6 +183,77 @@ within_ceiling(GsCluster *c, GsJob *j, uint64_t pools)
 	return false;
 }
 
+/*
+ * Team trees: within the leaf's ceiling as above (other teams' locked
+ * quota being what the subtrees off its path hold back) and within every
+ * ancestor's that has a quota row: non-preemptible work within its nominal
+ * quota less its other children's nominal quota (carved out), preemptible within nominal + borrowing limit when one is set. A
+ * leaf without a quota row may hold non-preemptible work when some
+ * ancestor has one. sql/src/40_admission.sql says the same.
+ */
+static bool
+within_ceiling_tree(GsCluster *c, GsJob *j, uint64_t pools)
+{
+	double		d[GS_NRES] = {j->gpus * j->workers, j->cpus * j->workers, j->mem * j->workers, j->net * j->workers};
+	int		   *off = palloc(sizeof(int) * Max(c->nteams, 1));
+	int			noff = gs_tree_off_path(c, j->tix, off);
+	int			p,
+				r,
+				t,
+				k;
+
+	for (p = 0; p < c->npools && p < GS_MAX_POOLS; p++)
+	{
+		GsQuota    *q = &c->quotas[j->tix * c->npools + p];
+		bool		ok = true,
+					any = q->has;
+
+		if (!(pools & (UINT64_C(1) << p)))
+			continue;
+		for (t = c->teams[j->tix].parent; t >= 0; t = c->teams[t].parent)
+			any = any || c->quotas[t * c->npools + p].has;
+		for (r = 0; r < GS_NRES && ok; r++)
+		{
+			double		ceiling,
+						locked = 0;
+
+			for (k = 0; k < noff; k++)
+				locked += gs_tree_held_back(c, p, off[k], r);
+			if (!j->preemptible)
+				ceiling = !any ? 0 : !q->has ? adm_pool_cap[p][r] :
+					(q->nominal[r] < 0 && r > 0) ? adm_pool_cap[p][r] : q->nominal[r];
+			else if (q->has && q->nominal[r] >= 0 && q->borrow[r] >= 0)
+				ceiling = Min(q->nominal[r] + q->borrow[r], adm_pool_cap[p][r] - locked);
+			else
+				ceiling = Max(adm_pool_cap[p][r] - locked, Max(q->nominal[r], 0));
+			if (d[r] > ceiling + GS_EPS)
+				ok = false;
+			for (t = c->teams[j->tix].parent, k = j->tix; t >= 0 && ok; k = t, t = c->teams[t].parent)
+			{
+				GsQuota    *a = &c->quotas[t * c->npools + p];
+
+				if (!a->has || a->nominal[r] < 0)
+					continue;
+				if (!j->preemptible)
+					ceiling = a->nominal[r] - gs_tree_kept(c, p, t, k, r);	/* others' nominal carved out */
+				else if (a->borrow[r] >= 0)
+					ceiling = a->nominal[r] + a->borrow[r];
+				else
+					continue;
+				if (d[r] > ceiling + GS_EPS)
+					ok = false;
+			}
+		}
+		if (ok)
+		{
+			pfree(off);
+			return true;
+		}
+	}
+	pfree(off);
+	return false;
+}
+
 static Datum
 field(HeapTupleHeader row, const char *name, bool *isnull)
 {
@@ -318,7 +389,8 @@ gs_admit_fast(PG_FUNCTION_ARGS)
 	pools = gs_eligible_pools(adm_cluster, &j);
 	j.pool_mask = pools;
 	v = hash_search(adm_verdicts, &key, HASH_ENTER, &found);
-	v->ok = pools != 0 && gs_probe(adm_placer, &j, NULL) && within_ceiling(adm_cluster, &j, pools);
+	v->ok = pools != 0 && gs_probe(adm_placer, &j, NULL) &&
+		(adm_cluster->tree ? within_ceiling_tree(adm_cluster, &j, pools) : within_ceiling(adm_cluster, &j, pools));
 	MemoryContextSwitchTo(old);
 	PG_RETURN_BOOL(v->ok);
 }

@@ -57,6 +57,600 @@ within_nominal(const GsQuota *q, const double d[GS_NRES])
 	return true;
 }
 
+/* ---- team trees ------------------------------------------------------- */
+
+#define QUOTA(c, t, p) (&(c)->quotas[(t) * (c)->npools + (p)])
+
+/* What a child's use counts in its parent's guaranteed use: capped at its nominal amount. */
+static inline double
+capped(const GsQuota *q, int r, double g)
+{
+	return (q->has && q->nominal[r] >= 0) ? Min(g, q->nominal[r]) : g;
+}
+
+void
+gs_tree_rollup(GsCluster *c)
+{
+	int			maxd = 0,
+				d,
+				t,
+				p,
+				r;
+
+	if (!c->tree)
+		return;
+	for (t = 0; t < c->nteams; t++)
+	{
+		maxd = Max(maxd, c->teams[t].depth);
+		for (p = 0; p < c->npools; p++)
+			memcpy(QUOTA(c, t, p)->gused, QUOTA(c, t, p)->used, sizeof(double) * GS_NRES);
+	}
+	/* deepest first: a team's totals are complete before its parent adds them */
+	for (d = maxd; d >= 1; d--)
+		for (t = 0; t < c->nteams; t++)
+		{
+			int			pa = c->teams[t].parent;
+
+			if (c->teams[t].depth != d || pa < 0)
+				continue;
+			for (r = 0; r < GS_NRES; r++)
+				c->teams[pa].used[r] += c->teams[t].used[r];
+			for (p = 0; p < c->npools; p++)
+			{
+				GsQuota    *q = QUOTA(c, t, p),
+						   *pq = QUOTA(c, pa, p);
+
+				for (r = 0; r < GS_NRES; r++)
+				{
+					pq->used[r] += q->used[r];
+					pq->gused[r] += capped(q, r, q->gused[r]);
+				}
+			}
+		}
+}
+
+/* Add sign × d to team tix's use in the pool, and to every ancestor's. */
+static void
+tree_add(GsCluster *c, int tix, int pool, const double d[GS_NRES], double sign)
+{
+	double		raw[GS_NRES],
+				delta[GS_NRES];
+	int			t,
+				r;
+
+	c->use_version++;
+	for (r = 0; r < GS_NRES; r++)
+		raw[r] = delta[r] = sign * d[r];
+	for (t = tix; t >= 0; t = c->teams[t].parent)
+	{
+		GsQuota    *q = QUOTA(c, t, pool);
+
+		for (r = 0; r < GS_NRES; r++)
+		{
+			double		old = q->gused[r];
+
+			c->teams[t].used[r] += raw[r];
+			q->used[r] += raw[r];
+			q->gused[r] += delta[r];
+			delta[r] = capped(q, r, q->gused[r]) - capped(q, r, old);
+		}
+	}
+}
+
+/*
+ * What team a keeps of resource r in the pool for its children other than
+ * `except` (-1: none excepted): the unused part of each one's nominal
+ * quota. A child's nominal is carved out of its parent's, so work of a
+ * child without a quota row of its own never runs as guaranteed in a
+ * sibling's unused nominal.
+ */
+double
+gs_tree_kept(const GsCluster *c, int pool, int a, int except, int r)
+{
+	double		kept = 0;
+	int			k;
+
+	for (k = 0; k < c->teams[a].nchildren; k++)
+	{
+		int			ch = c->teams[a].children[k];
+		const GsQuota *q = QUOTA(c, ch, pool);
+
+		if (ch != except && q->has && q->nominal[r] >= 0)
+			kept += Max(0, q->nominal[r] - q->gused[r]);
+	}
+	return kept;
+}
+
+/* A child's unused nominal quota of resource r, 0 without a quota row or ungoverned. */
+static inline double
+unused_nominal(const GsCluster *c, int pool, int ch, int r)
+{
+	const GsQuota *q = QUOTA(c, ch, pool);
+
+	return (q->has && q->nominal[r] >= 0) ? Max(0, q->nominal[r] - q->gused[r]) : 0;
+}
+
+/* gs_tree_kept for the rounds: every team's sum over its children, once per change of use. */
+static double
+kept_cached(GsCluster *c, int pool, int a, int except, int r)
+{
+	int			n = c->nteams,
+				t,
+				k;
+	double	   *h;
+
+	if (c->kept_cache == NULL)
+	{
+		c->kept_version = palloc(sizeof(uint64_t) * Max(c->npools, 1));
+		c->kept_cache = palloc0(sizeof(double) * GS_NRES * Max(n, 1) * Max(c->npools, 1));
+		for (t = 0; t < c->npools; t++)
+			c->kept_version[t] = UINT64_MAX;
+	}
+	h = &c->kept_cache[(size_t) pool * n * GS_NRES];
+	if (c->kept_version[pool] != c->use_version)
+	{
+		for (t = 0; t < n; t++)
+			for (k = 0; k < GS_NRES; k++)
+				h[t * GS_NRES + k] = 0;
+		for (t = 0; t < n; t++)
+			if (c->teams[t].parent >= 0)
+				for (k = 0; k < GS_NRES; k++)
+					h[c->teams[t].parent * GS_NRES + k] += unused_nominal(c, pool, t, k);
+		c->kept_version[pool] = c->use_version;
+	}
+	return h[a * GS_NRES + r] - (except >= 0 ? unused_nominal(c, pool, except, r) : 0);
+}
+
+/*
+ * Guaranteed in a tree: the gang stays within the nominal quota of its
+ * team and of every ancestor that has a quota row in the pool (at least
+ * one on the path must have one). An ancestor counts its subtree's
+ * guaranteed use (gused). When not, *at is the first team (from the leaf
+ * up) whose nominal it would exceed, in resource *res; -1 when no team on
+ * the path has a quota there.
+ */
+static bool
+tree_within_nominal(const GsCluster *c, int tix, int pool, const double d[GS_NRES], int *at, int *res)
+{
+	double		delta[GS_NRES];
+	bool		any = false;
+	int			t = tix,
+				from = -1,
+				r;
+
+	*at = -1;
+	*res = GS_GPU;
+	memcpy(delta, d, sizeof(delta));
+	for (;;)
+	{
+		const GsQuota *q = QUOTA(c, t, pool);
+
+		if (q->has)
+		{
+			any = true;
+			for (r = 0; r < GS_NRES; r++)
+				if (q->nominal[r] >= 0 &&
+					q->gused[r] + delta[r] + (from >= 0 ? kept_cached(unconstify(GsCluster *, c), pool, t, from, r) : 0) >
+					q->nominal[r] + GS_EPS)
+				{
+					*at = t;
+					*res = r;
+					return false;
+				}
+		}
+		if (c->teams[t].parent < 0)
+			break;
+		for (r = 0; r < GS_NRES; r++)
+			delta[r] = capped(q, r, q->gused[r] + delta[r]) - capped(q, r, q->gused[r]);
+		from = t;
+		t = c->teams[t].parent;
+	}
+	return any;
+}
+
+/* "team vision", "team research (parent of vision)", "team org (ancestor of vision)" */
+static char *
+tree_label(const GsCluster *c, int t, int leaf)
+{
+	if (t == leaf || leaf < 0)
+		return psprintf("team %s", c->teams[t].name);
+	return psprintf("team %s (%s of %s)", c->teams[t].name,
+					c->teams[leaf].parent == t ? "parent" : "ancestor", c->teams[leaf].name);
+}
+
+/*
+ * What subtree t holds back of resource r in the pool from teams outside
+ * it: the larger of its own non-lendable idle quota (nominal less lending
+ * limit, less what it uses) and what its children hold back.
+ */
+double
+gs_tree_held_back(const GsCluster *c, int pool, int t, int r)
+{
+	const GsQuota *q = QUOTA(c, t, pool);
+	double		own = 0,
+				sum = 0;
+	int			k;
+
+	if (q->has && q->nominal[r] >= 0 && q->lend[r] >= 0)
+		own = Max(0, (q->nominal[r] - q->lend[r]) - q->used[r]);
+	for (k = 0; k < c->teams[t].nchildren; k++)
+		sum += gs_tree_held_back(c, pool, c->teams[t].children[k], r);
+	return Max(own, sum);
+}
+
+/*
+ * The subtrees off team tix's path to the top: the siblings of tix and of
+ * each of its ancestors, and the other top-level teams, into out; returns how many.
+ */
+int
+gs_tree_off_path(const GsCluster *c, int tix, int *out)
+{
+	int			n = 0,
+				t,
+				k;
+
+	for (t = tix; t >= 0; t = c->teams[t].parent)
+	{
+		int			pa = c->teams[t].parent;
+		const int32_t *sib = pa >= 0 ? c->teams[pa].children : c->roots;
+		int			nsib = pa >= 0 ? c->teams[pa].nchildren : c->nroots;
+
+		for (k = 0; k < nsib; k++)
+			if (sib[k] != t)
+				out[n++] = sib[k];
+	}
+	return n;
+}
+
+/*
+ * What every subtree holds back in the pool, computed once per change of
+ * use (deepest teams first), and whether any team lends with a limit there
+ * at all (when none, nothing is held back and nothing is computed).
+ */
+static const double *
+held_back_all(GsCluster *c, int pool)
+{
+	int			n = c->nteams,
+				t,
+				r,
+				d,
+				maxd = 0;
+	double	   *h;
+
+	if (c->pool_lends == NULL)
+	{
+		c->pool_lends = palloc(sizeof(int8_t) * Max(c->npools, 1));
+		c->held_version = palloc(sizeof(uint64_t) * Max(c->npools, 1));
+		c->held_cache = palloc0(sizeof(double) * GS_NRES * Max(n, 1) * Max(c->npools, 1));
+		for (t = 0; t < c->npools; t++)
+		{
+			c->pool_lends[t] = -1;
+			c->held_version[t] = UINT64_MAX;
+		}
+	}
+	if (c->pool_lends[pool] < 0)
+	{
+		c->pool_lends[pool] = 0;
+		for (t = 0; t < n; t++)
+			for (r = 0; r < GS_NRES; r++)
+				if (QUOTA(c, t, pool)->has && QUOTA(c, t, pool)->nominal[r] >= 0 && QUOTA(c, t, pool)->lend[r] >= 0)
+					c->pool_lends[pool] = 1;
+	}
+	if (c->pool_lends[pool] == 0)
+		return NULL;
+	h = &c->held_cache[(size_t) pool * n * GS_NRES];
+	if (c->held_version[pool] == c->use_version)
+		return h;
+	for (t = 0; t < n; t++)
+	{
+		maxd = Max(maxd, c->teams[t].depth);
+		for (r = 0; r < GS_NRES; r++)
+			h[t * GS_NRES + r] = 0;
+	}
+	/* a subtree's own part and its children's, deepest first */
+	for (d = maxd; d >= 0; d--)
+		for (t = 0; t < n; t++)
+		{
+			const GsQuota *q = QUOTA(c, t, pool);
+
+			if (c->teams[t].depth != d)
+				continue;
+			for (r = 0; r < GS_NRES; r++)
+			{
+				double		own = 0;
+
+				if (q->has && q->nominal[r] >= 0 && q->lend[r] >= 0)
+					own = Max(0, (q->nominal[r] - q->lend[r]) - q->used[r]);
+				/* h holds the children's sum so far */
+				h[t * GS_NRES + r] = Max(own, h[t * GS_NRES + r]);
+				if (c->teams[t].parent >= 0)
+					h[c->teams[t].parent * GS_NRES + r] += h[t * GS_NRES + r];
+			}
+		}
+	c->held_version[pool] = c->use_version;
+	return h;
+}
+
+/* Idle quota off tix's path that its subtrees do not lend out, per resource. */
+static void
+tree_protected(GsCluster *c, int pool, int tix, double out[GS_NRES], const int *off, int noff)
+{
+	const double *h = held_back_all(c, pool);
+	int			k,
+				r;
+
+	for (r = 0; r < GS_NRES; r++)
+	{
+		out[r] = 0;
+		if (h != NULL)
+			for (k = 0; k < noff; k++)
+				out[r] += h[off[k] * GS_NRES + r];
+	}
+}
+
+/* The subtrees off team tix's path, computed once per team. */
+static const int32_t *
+off_path_of(GsCluster *c, int tix, int *noff)
+{
+	if (c->off_path == NULL)
+	{
+		c->off_path = palloc0(sizeof(int32_t *) * Max(c->nteams, 1));
+		c->noff_path = palloc0(sizeof(int32_t) * Max(c->nteams, 1));
+	}
+	if (c->off_path[tix] == NULL)
+	{
+		int		   *tmp = palloc(sizeof(int) * Max(c->nteams, 1));
+		int			k;
+
+		c->noff_path[tix] = gs_tree_off_path(c, tix, tmp);
+		c->off_path[tix] = palloc(sizeof(int32_t) * Max(c->noff_path[tix], 1));
+		for (k = 0; k < c->noff_path[tix]; k++)
+			c->off_path[tix][k] = tmp[k];
+		pfree(tmp);
+	}
+	*noff = c->noff_path[tix];
+	return c->off_path[tix];
+}
+
+static void
+tree_append_non_lenders(StringInfo s, const GsCluster *c, int pool, int r, const int32_t *off, int noff)
+{
+	int			k,
+				n = 0,
+				shown = 0;
+
+	for (k = 0; k < noff; k++)
+		if (gs_tree_held_back(c, pool, off[k], r) > GS_EPS)
+			n++;
+	appendStringInfoString(s, n == 1 ? "team " : "teams ");
+	for (k = 0; k < noff && shown < 3; k++)
+	{
+		if (gs_tree_held_back(c, pool, off[k], r) <= GS_EPS)
+			continue;
+		if (shown > 0)
+			appendStringInfoString(s, (shown == n - 1) ? " and " : ", ");
+		appendStringInfoString(s, c->teams[off[k]].name);
+		if (c->teams[off[k]].nchildren > 0)
+			appendStringInfoString(s, " (with its subtree)");
+		shown++;
+	}
+	if (n > shown)
+		appendStringInfo(s, " and %d more", n - shown);
+	appendStringInfoString(s, n == 1 ? " does" : " do");
+}
+
+/* gs_borrow_pools for a tree: every level's borrowing limit, every off-path subtree's lending limit. */
+static uint64_t
+tree_borrow_pools(GsCluster *c, const GsJob *j, uint64_t elig, const double d[GS_NRES], char **why)
+{
+	uint64_t	m = 0;
+	int			i,
+				r,
+				t,
+				noff;
+	const int32_t *off;
+	StringInfoData s;
+
+	if (!j->preemptible)
+	{
+		for (i = 0; i < c->npools && i < GS_MAX_POOLS; i++)
+		{
+			int			at,
+						res;
+
+			if (!(elig & (UINT64_C(1) << i)))
+				continue;
+			if (tree_within_nominal(c, j->tix, i, d, &at, &res))
+				at = j->tix;	/* it is within: said in GPUs, as when it fits nowhere now */
+			if (at < 0)
+				*why = psprintf("team %s has no quota in pool %s, nor has any team above it, and non-preemptible work runs only within nominal quota",
+								c->teams[j->tix].name, c->pools[i].name);
+			else
+			{
+				const GsQuota *q = QUOTA(c, at, i);
+
+				double		kept = 0;
+				int			from;
+
+				for (from = j->tix; from >= 0 && c->teams[from].parent != at; from = c->teams[from].parent)
+					;
+				if (at != j->tix)
+					kept = gs_tree_kept(c, i, at, from, res);
+				*why = kept > GS_EPS
+					? psprintf("%s holds %g of its %g %s in pool %s and keeps %g for its other teams' nominal quota; the job needs %g more and, not being preemptible, may not borrow",
+							   tree_label(c, at, j->tix), q->gused[res], q->nominal[res], res_name[res],
+							   c->pools[i].name, kept, d[res])
+					: psprintf("%s holds %g of its %g %s in pool %s; the job needs %g more and, not being preemptible, may not borrow",
+							   tree_label(c, at, j->tix), q->gused[res], q->nominal[res], res_name[res],
+							   c->pools[i].name, d[res]);
+			}
+			break;
+		}
+		return 0;
+	}
+	off = off_path_of(c, j->tix, &noff);
+	for (i = 0; i < c->npools && i < GS_MAX_POOLS; i++)
+	{
+		const GsPool *pl = &c->pools[i];
+		double		prot[GS_NRES];
+		bool		ok = true;
+
+		if (!(elig & (UINT64_C(1) << i)))
+			continue;
+		for (t = j->tix; t >= 0 && ok; t = c->teams[t].parent)
+		{
+			const GsQuota *q = QUOTA(c, t, i);
+
+			for (r = 0; r < GS_NRES && ok; r++)
+				if (q->has && q->nominal[r] >= 0 && q->borrow[r] >= 0 &&
+					q->used[r] + d[r] > q->nominal[r] + q->borrow[r] + GS_EPS)
+				{
+					ok = false;
+					if (*why == NULL)
+						*why = psprintf("%s holds %g %s in pool %s and may not borrow %g more: nominal quota %g, borrowing limit %g",
+										tree_label(c, t, j->tix), q->used[r], res_name[r], pl->name, d[r],
+										q->nominal[r], q->borrow[r]);
+				}
+		}
+		if (!ok)
+			continue;
+		tree_protected(c, i, j->tix, prot, off, noff);
+		for (r = 0; r < GS_NRES && ok; r++)
+		{
+			double		left = pl->capacity[r] - pl->used[r] - d[r];
+
+			if (d[r] > 0 && prot[r] > GS_EPS && left < prot[r] - GS_EPS)
+			{
+				ok = false;
+				if (*why == NULL)
+				{
+					initStringInfo(&s);
+					appendStringInfo(&s, "borrowing %g %s in pool %s would use idle quota that ",
+									 d[r], res_name[r], pl->name);
+					tree_append_non_lenders(&s, c, i, r, off, noff);
+					appendStringInfo(&s, " not lend (%g held back, %g free)",
+									 prot[r], Max(0, pl->capacity[r] - pl->used[r]));
+					*why = s.data;
+				}
+			}
+		}
+		if (ok)
+			m |= UINT64_C(1) << i;
+	}
+	if (m != 0)
+		*why = NULL;
+	return m;
+}
+
+/*
+ * The weighted max-min fair level of one sibling set (members) over the
+ * capacity `cap` their parent is entitled to; shares are fractions of the
+ * cluster's capacity, as everywhere.
+ */
+static double
+level_over(const GsCluster *c, const int32_t *members, int n, const double *dem, const double cap[GS_NRES])
+{
+	double	   *dw = palloc0(sizeof(double) * Max(n, 1));
+	double		lo = 0,
+				hi = 0;
+	int			k,
+				r,
+				it;
+
+	for (k = 0; k < n; k++)
+	{
+		double		ds = 0;
+
+		for (r = 0; r < GS_NRES; r++)
+			if (c->capacity[r] > 0)
+				ds = Max(ds, dem[members[k] * GS_NRES + r] / c->capacity[r]);
+		dw[k] = ds / c->teams[members[k]].weight;
+		hi = Max(hi, dw[k]);
+	}
+	for (it = 0; it <= 60; it++)
+	{
+		double		level = it == 0 ? hi : (lo + hi) / 2;
+		bool		fit = true;
+
+		for (r = 0; r < GS_NRES && fit; r++)
+		{
+			double		sum = 0;
+
+			if (c->capacity[r] <= 0)
+				continue;
+			for (k = 0; k < n; k++)
+				if (dw[k] > 0)
+					sum += dem[members[k] * GS_NRES + r] * Min(1.0, level / dw[k]);
+			fit = sum <= cap[r] * (1 + GS_SHARE_EPS) + GS_EPS;
+		}
+		if (it == 0 && fit)
+		{
+			pfree(dw);
+			return 1e300;
+		}
+		if (it == 0)
+			continue;
+		if (fit)
+			lo = level;
+		else
+			hi = level;
+	}
+	pfree(dw);
+	return lo;
+}
+
+static void
+levels_below(const GsCluster *c, int pa, const double *dem, const double cap[GS_NRES], double *levels)
+{
+	const int32_t *mem = pa >= 0 ? c->teams[pa].children : c->roots;
+	int			n = pa >= 0 ? c->teams[pa].nchildren : c->nroots;
+	double		level = level_over(c, mem, n, dem, cap);
+	int			k,
+				r;
+
+	levels[pa >= 0 ? pa : c->nteams] = level;
+	for (k = 0; k < n; k++)
+	{
+		int			t = mem[k];
+		double		ds = 0,
+					sub[GS_NRES];
+
+		if (c->teams[t].nchildren == 0)
+			continue;
+		for (r = 0; r < GS_NRES; r++)
+			if (c->capacity[r] > 0)
+				ds = Max(ds, dem[t * GS_NRES + r] / c->capacity[r]);
+		ds /= c->teams[t].weight;
+		/* what t is entitled to: its demand, scaled down to the level */
+		for (r = 0; r < GS_NRES; r++)
+			sub[r] = dem[t * GS_NRES + r] * ((ds > 0 && level < ds) ? level / ds : 1.0);
+		levels_below(c, t, dem, sub, levels);
+	}
+}
+
+void
+gs_tree_fair_levels(const GsCluster *c, const double *demand, double *levels)
+{
+	double	   *dem = palloc(sizeof(double) * GS_NRES * Max(c->nteams, 1));
+	int			maxd = 0,
+				d,
+				t,
+				r;
+
+	memcpy(dem, demand, sizeof(double) * GS_NRES * c->nteams);
+	for (t = 0; t < c->nteams; t++)
+		maxd = Max(maxd, c->teams[t].depth);
+	for (d = maxd; d >= 1; d--)
+		for (t = 0; t < c->nteams; t++)
+			if (c->teams[t].depth == d && c->teams[t].parent >= 0)
+				for (r = 0; r < GS_NRES; r++)
+					dem[c->teams[t].parent * GS_NRES + r] += dem[t * GS_NRES + r];
+	for (t = 0; t <= c->nteams; t++)
+		levels[t] = 1e300;
+	levels_below(c, -1, dem, c->capacity, levels);
+	pfree(dem);
+}
+
 uint64_t
 gs_guaranteed_pools(const GsCluster *c, const GsJob *j)
 {
@@ -68,6 +662,16 @@ gs_guaranteed_pools(const GsCluster *c, const GsJob *j)
 	if (j->tix < 0)
 		return 0;
 	demand_of(j, d);
+	if (c->tree)
+	{
+		int			at,
+					res;
+
+		for (i = 0; i < c->npools && i < GS_MAX_POOLS; i++)
+			if ((elig & (UINT64_C(1) << i)) && tree_within_nominal(c, j->tix, i, d, &at, &res))
+				m |= UINT64_C(1) << i;
+		return m;
+	}
 	for (i = 0; i < c->npools && i < GS_MAX_POOLS; i++)
 		if ((elig & (UINT64_C(1) << i)) &&
 			within_nominal(&c->quotas[j->tix * c->npools + i], d))
@@ -81,6 +685,13 @@ gs_beyond_nominal(const GsCluster *c, const GsJob *j, int pool)
 	double		d[GS_NRES];
 
 	demand_of(j, d);
+	if (c->tree)
+	{
+		int			at,
+					res;
+
+		return !tree_within_nominal(c, j->tix, pool, d, &at, &res);
+	}
 	return !within_nominal(&c->quotas[j->tix * c->npools + pool], d);
 }
 
@@ -158,6 +769,8 @@ gs_borrow_pools(const GsCluster *c, const GsJob *j, char **why)
 	if (j->tix < 0 || elig == 0)
 		return 0;
 	demand_of(j, d);
+	if (c->tree)
+		return tree_borrow_pools(unconstify(GsCluster *, c), j, elig, d, why);
 	if (!j->preemptible)
 	{
 		initStringInfo(&s);
@@ -323,6 +936,14 @@ gs_account(GsCluster *c, const GsJob *j, int pool)
 	int			r;
 
 	demand_of(j, d);
+	if (c->tree)
+	{
+		for (r = 0; r < GS_NRES; r++)
+			c->pools[pool].used[r] += d[r];
+		if (j->tix >= 0)
+			tree_add(c, j->tix, pool, d, 1.0);
+		return;
+	}
 	for (r = 0; r < GS_NRES; r++)
 	{
 		c->pools[pool].used[r] += d[r];
@@ -341,6 +962,14 @@ gs_unaccount_running(GsCluster *c, const GsRunning *r)
 
 	if (r->pool < 0)
 		return;
+	if (c->tree)
+	{
+		for (k = 0; k < GS_NRES; k++)
+			c->pools[r->pool].used[k] -= r->demand[k];
+		if (r->tix >= 0)
+			tree_add(c, r->tix, r->pool, r->demand, -1.0);
+		return;
+	}
 	for (k = 0; k < GS_NRES; k++)
 	{
 		c->pools[r->pool].used[k] -= r->demand[k];

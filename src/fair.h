@@ -40,4 +40,29 @@ extern void gs_account(GsCluster *c, const GsJob *j, int pool);
 /* A victim chosen this round is leaving: take it out of its team's and pool's use. */
 extern void gs_unaccount_running(GsCluster *c, const GsRunning *r);
 
+/*
+ * Team trees (c->tree): after the leaves' use is loaded, add every team's
+ * use into its ancestors' (teams and quotas) and compute the guaranteed
+ * use (GsQuota.gused). gs_account and gs_unaccount_running keep both.
+ */
+extern void gs_tree_rollup(GsCluster *c);
+
+/*
+ * The fair level of every sibling set of a tree (levels[parent], the top
+ * set at levels[nteams]): the top set shares the cluster, each team's
+ * children share what the team is entitled to (its subtree's demand scaled
+ * to its set's level). demand as for gs_fair_level, per leaf.
+ */
+/*
+ * What subtree t holds back of resource r in the pool from teams outside
+ * it (the larger of its own idle nominal less lending limit and its
+ * children's), and the subtrees off team tix's path to the top (siblings
+ * of tix and of its ancestors, other top-level teams) into out[nteams].
+ */
+extern double gs_tree_held_back(const GsCluster *c, int pool, int t, int r);
+extern double gs_tree_kept(const GsCluster *c, int pool, int a, int except, int r);
+extern int	gs_tree_off_path(const GsCluster *c, int tix, int *out);
+
+extern void gs_tree_fair_levels(const GsCluster *c, const double *demand, double *levels);
+
 #endif							/* GANGSCHED_FAIR_H */

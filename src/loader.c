@@ -19,6 +19,7 @@
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 
+#include "fair.h"
 #include "guc.h"
 #include "las.h"
 #include "loader.h"
@@ -450,10 +451,12 @@ load_teams(GsState *st, GsCluster *c, bool queue)
 	if (queue)
 		run("SELECT id, weight::pg_catalog.float8, name,"
 			"       COALESCE(team_order, pg_catalog.current_setting('gangsched.team_order')) OPERATOR(pg_catalog.=) 'las',"
-			"       closed_at IS NOT NULL, closed_reason"
+			"       closed_at IS NOT NULL, closed_reason, parent_id"
 			"  FROM gangsched.teams ORDER BY id", SPI_OK_SELECT);
 	else
-		run("SELECT id, weight::pg_catalog.float8, name, false, false, NULL::pg_catalog.text FROM gangsched.teams ORDER BY id",
+		run("SELECT t.id, t.weight::pg_catalog.float8, t.name, false, false, NULL::pg_catalog.text,"
+			"       (pg_catalog.to_jsonb(t.*) OPERATOR(pg_catalog.->>) 'parent_id')::pg_catalog.int4"
+			"  FROM gangsched.teams t ORDER BY t.id",
 			SPI_OK_SELECT);
 	c->nteams = (int) SPI_processed;
 	c->teams = palloc0(sizeof(GsTeam) * Max(c->nteams, 1));
@@ -465,6 +468,7 @@ load_teams(GsState *st, GsCluster *c, bool queue)
 		c->teams[i].las = col_bool(i, 4);
 		c->teams[i].closed = col_bool(i, 5);
 		c->teams[i].closed_reason = c->teams[i].closed ? col_text(i, 6) : NULL;
+		c->teams[i].parent = col_int(i, 7, -1);	/* an id until build_tree() */
 		if (c->teams[i].las)
 		{
 			if (st->las_teams == NULL)
@@ -472,6 +476,66 @@ load_teams(GsState *st, GsCluster *c, bool queue)
 			appendStringInfo(st->las_teams, "%s%d", st->las_teams->len ? "," : "", c->teams[i].id);
 		}
 	}
+}
+
+/*
+ * Team trees: parent ids to indexes, depths, children and roots (both by
+ * id). A parent that is unknown, or a cycle (set_team_parent refuses one),
+ * makes a team top-level. c->tree is set when some team has a parent: the
+ * flat case keeps every rule of a cluster without trees.
+ */
+static void
+build_tree(GsCluster *c, const IdIndex *teams)
+{
+	int			i,
+				k;
+
+	c->tree = false;
+	for (i = 0; i < c->nteams; i++)
+	{
+		int32_t		pid = c->teams[i].parent;
+
+		c->teams[i].parent = (pid >= 0 && pid <= teams->max) ? teams->at[pid] : -1;
+		if (c->teams[i].parent == i)
+			c->teams[i].parent = -1;
+		if (c->teams[i].parent >= 0)
+			c->tree = true;
+	}
+	for (i = 0; i < c->nteams; i++)
+	{
+		int			a = c->teams[i].parent,
+					d = 0;
+
+		while (a >= 0 && d <= c->nteams)
+		{
+			a = c->teams[a].parent;
+			d++;
+		}
+		if (d > c->nteams)
+			c->teams[i].parent = -1;	/* a cycle */
+	}
+	c->roots = palloc(sizeof(int32_t) * Max(c->nteams, 1));
+	c->nroots = 0;
+	for (i = 0; i < c->nteams; i++)
+	{
+		int			a = c->teams[i].parent;
+
+		c->teams[i].depth = 0;
+		for (; a >= 0; a = c->teams[a].parent)
+			c->teams[i].depth++;
+		if (c->teams[i].parent >= 0)
+			c->teams[c->teams[i].parent].nchildren++;
+		else
+			c->roots[c->nroots++] = i;
+	}
+	for (i = 0; i < c->nteams; i++)
+	{
+		c->teams[i].children = palloc(sizeof(int32_t) * Max(c->teams[i].nchildren, 1));
+		c->teams[i].nchildren = 0;
+	}
+	for (i = 0; i < c->nteams; i++)
+		if ((k = c->teams[i].parent) >= 0)
+			c->teams[k].children[c->teams[k].nchildren++] = i;
 }
 
 /*
@@ -865,6 +929,7 @@ gs_load_state_ex(bool queue)
 	nodes = node_index(c);
 	load_teams(st, c, queue);
 	teams = team_index(c);
+	build_tree(c, &teams);
 	load_quotas(c, &teams);
 	sum_capacity(c);
 	if (!queue)
@@ -872,6 +937,7 @@ gs_load_state_ex(bool queue)
 
 	load_usage(c, &nodes, &teams);
 	load_leaving(c, &nodes, &teams);
+	gs_tree_rollup(c);
 	load_hold_overlap(c, &nodes);
 	load_slots(c, &nodes);
 	load_jobs(st, c, &teams);

@@ -74,7 +74,15 @@ typedef struct GsQuota
 	double		nominal[GS_NRES];	/* < 0: resource not governed by quota */
 	double		borrow[GS_NRES];	/* < 0: no borrowing limit */
 	double		lend[GS_NRES];	/* < 0: all of the idle nominal quota lendable */
-	double		used[GS_NRES];	/* held now (allocations and holds) */
+	double		used[GS_NRES];	/* held now (allocations and holds); a subtree's for an inner team */
+	/*
+	 * Team trees only: the subtree's use as its parent's nominal quota
+	 * counts it, each child's use capped at the child's nominal amount
+	 * where the child has one (what a child borrows beyond its own nominal
+	 * is reclaimable, not part of the parent's guaranteed use). A leaf's
+	 * equals used.
+	 */
+	double		gused[GS_NRES];
 } GsQuota;
 
 typedef struct GsTeam
@@ -86,6 +94,11 @@ typedef struct GsTeam
 	bool		las;			/* its jobs in least-attained-service order (las.h) */
 	bool		closed;			/* close_team(): its pending jobs are not tried */
 	const char *closed_reason;	/* NULL when none was given */
+	/* team trees (teams.parent_id); a flat cluster has parent -1 and no children everywhere */
+	int32_t		parent;			/* index of the parent team, -1 at the top */
+	int16_t		depth;			/* 0 at the top */
+	int32_t		nchildren;
+	int32_t    *children;		/* team indexes, by id */
 } GsTeam;
 
 typedef struct GsNode
@@ -125,6 +138,18 @@ typedef struct GsCluster
 	int			nlevels;		/* L */
 	int			nteams;
 	GsTeam	   *teams;
+	bool		tree;			/* some team has a parent: the hierarchical rules apply */
+	int			nroots;
+	int32_t    *roots;			/* the top-level teams, by id */
+	/* team trees: caches of fair.c, filled on first need (NULL until then) */
+	uint64_t	use_version;	/* bumped by every change of a team's use */
+	double	   *held_cache;		/* [pool][team][GS_NRES]: what each subtree holds back */
+	uint64_t   *held_version;	/* [pool]: use_version held_cache[pool] was computed at */
+	int8_t	   *pool_lends;		/* [pool]: 1 when some team has a lending limit there, -1 unknown */
+	double	   *kept_cache;		/* [pool][team][GS_NRES]: unused nominal of its children (gs_tree_kept) */
+	uint64_t   *kept_version;	/* [pool] */
+	int32_t   **off_path;		/* [team]: the subtrees off its path to the top */
+	int32_t    *noff_path;
 	GsQuota    *quotas;			/* [team * npools + pool] */
 	double		capacity[GS_NRES];	/* of up nodes, all pools */
 	const char *level_names[GS_MAX_DEPTH];	/* by depth; [0] "pool", [L+1] "node" */
@@ -277,6 +302,23 @@ static inline bool
 gs_team_closed(const GsCluster *c, const GsJob *j)
 {
 	return j->tix >= 0 && c->teams[j->tix].closed;
+}
+
+/* Is team a the team d or one of its ancestors? */
+static inline bool
+gs_team_within(const GsCluster *c, int d, int a)
+{
+	for (; d >= 0; d = c->teams[d].parent)
+		if (d == a)
+			return true;
+	return false;
+}
+
+/* Is the job's team an inner team of a tree (it has children)? Rounds do not try its jobs. */
+static inline bool
+gs_team_inner(const GsCluster *c, const GsJob *j)
+{
+	return j->tix >= 0 && c->teams[j->tix].nchildren > 0;
 }
 
 static inline void

@@ -68,6 +68,11 @@ struct GsOrder
 	/* per team: pools where its guaranteed work waits, by version (anti-thrash) */
 	uint64	   *gwait_version;
 	uint64_t   *gwait_mask;
+	/* trees: each inner team's pick (set_pick over its children), by version and phase */
+	uint64	   *pick_version;
+	int		   *pick_phase;
+	GsJob	  **pick_job;
+	int		   *pick_leaf;
 };
 
 static int
@@ -170,6 +175,11 @@ set_closed_reason(GsCluster *c, GsJob *j)
 {
 	const GsTeam *t;
 
+	if (gs_team_inner(c, j))
+	{
+		j->reason = psprintf("team %s has child teams: only jobs of leaf teams are scheduled", c->teams[j->tix].name);
+		return true;
+	}
 	if (!gs_team_closed(c, j))
 		return false;
 	t = &c->teams[j->tix];
@@ -216,6 +226,15 @@ gs_order_begin(GsState *st, const GsOrderSettings *set)
 	o->gwait_mask = palloc0(sizeof(uint64_t) * o->nq);
 	for (i = 0; i < o->nq; i++)
 		o->gwait_version[i] = UINT64_MAX;
+	if (c->tree)
+	{
+		o->pick_version = palloc(sizeof(uint64) * o->nq);
+		o->pick_phase = palloc0(sizeof(int) * o->nq);
+		o->pick_job = palloc0(sizeof(GsJob *) * o->nq);
+		o->pick_leaf = palloc0(sizeof(int) * o->nq);
+		for (i = 0; i < o->nq; i++)
+			o->pick_version[i] = UINT64_MAX;
+	}
 	for (i = 0; i < n; i++)
 	{
 		GsJob	   *j = o->global[i];
@@ -236,7 +255,7 @@ gs_order_begin(GsState *st, const GsOrderSettings *set)
 		GsJob	   *j = o->global[i];
 		int			t = (j->tix >= 0) ? j->tix : c->nteams;
 
-		if (gs_team_closed(c, j))
+		if (gs_team_closed(c, j) || gs_team_inner(c, j))
 			continue;
 		o->tq[t].jobs[o->tq[t].n++] = j;
 	}
@@ -381,11 +400,159 @@ team_share(GsOrder *o, int t)
 	return o->share[t];
 }
 
+/* ---- team trees: hierarchical weighted DRF ----------------------------- */
+
+/* Leaf (or unknown-team queue) t's candidate in this phase, cached as next_fair does. */
+static GsJob *
+leaf_candidate(GsOrder *o, int t)
+{
+	GsJob	   *j;
+
+	if (o->cache_version[t] == o->version && o->cache_phase[t] == o->phase)
+		return o->cache_job[t];
+	j = (o->phase == 1) ? peek_guaranteed(o, t) : peek_borrowing(o, t);
+	o->cache_job[t] = j;
+	o->cache_version[t] = o->version;
+	o->cache_phase[t] = o->phase;
+	return j;
+}
+
+static GsJob *set_pick(GsOrder *o, const int32_t *mem, int n, bool unknown, int *leaf);
+
+/* Subtree t's candidate: a leaf's own, else the pick among its children. */
+static GsJob *
+subtree_pick(GsOrder *o, int t, int *leaf)
+{
+	const GsTeam *tm = &o->st->cluster->teams[t];
+
+	if (tm->nchildren == 0)
+	{
+		*leaf = t;
+		return leaf_candidate(o, t);
+	}
+	/*
+	 * An inner team's pick changes only when a gang is placed (version) or
+	 * a candidate of its subtree is taken (next_fair_tree forgets the picks
+	 * along that leaf's path).
+	 */
+	if (o->pick_version[t] != o->version || o->pick_phase[t] != o->phase)
+	{
+		o->pick_job[t] = set_pick(o, tm->children, tm->nchildren, false, &o->pick_leaf[t]);
+		o->pick_version[t] = o->version;
+		o->pick_phase[t] = o->phase;
+	}
+	*leaf = o->pick_leaf[t];
+	return o->pick_job[t];
+}
+
+/*
+ * One sibling set: the member whose subtree holds the lowest weighted
+ * dominant share and has a candidate goes next (ties: the candidates'
+ * priority, then submit order); at the top, jobs of unknown teams count at
+ * share 0, as in the flat order.
+ */
+static GsJob *
+set_pick(GsOrder *o, const int32_t *mem, int n, bool unknown, int *leaf)
+{
+	GsJob	   *bj = NULL;
+	double		bestds = 0;
+	int			k,
+				bleaf = -1;
+
+	for (k = 0; k < n + (unknown ? 1 : 0); k++)
+	{
+		int			t = k < n ? mem[k] : o->nq - 1,
+					l = t;
+		GsJob	   *j = k < n ? subtree_pick(o, t, &l) : leaf_candidate(o, t);
+		double		ds;
+
+		if (j == NULL)
+			continue;
+		ds = k < n ? team_share(o, t) : 0;
+		if (bj == NULL || ds < bestds - GS_SHARE_EPS ||
+			(ds <= bestds + GS_SHARE_EPS && cmp_priority_fifo(&j, &bj) < 0))
+		{
+			bj = j;
+			bestds = ds;
+			bleaf = l;
+		}
+	}
+	*leaf = bleaf;
+	return bj;
+}
+
+/*
+ * The fair order over a team tree (H-DRF): from the top, at each level the
+ * sibling whose subtree holds the lowest weighted dominant share (and has
+ * a candidate) is chosen, down to a leaf team, whose next job is tried.
+ * Phases and progressive filling as in the flat order.
+ */
+static GsJob *
+next_fair_tree(GsOrder *o)
+{
+	GsCluster  *c = o->st->cluster;
+
+	for (;;)
+	{
+		int			leaf = -1;
+		GsJob	   *bj = set_pick(o, c->roots, c->nroots, true, &leaf);
+
+		if (bj != NULL)
+		{
+			uint8		bit = (uint8) (1 << (o->phase - 1));
+			int			ahead = 0,
+						t,
+						k;
+
+			if (leaf < c->nteams)
+			{
+				/*
+				 * Teams ahead of this try: along its path, siblings tried
+				 * earlier in this phase holding a lower share now.
+				 */
+				for (t = leaf; t >= 0; t = c->teams[t].parent)
+				{
+					int			pa = c->teams[t].parent;
+					const int32_t *sib = pa >= 0 ? c->teams[pa].children : c->roots;
+					int			nsib = pa >= 0 ? c->teams[pa].nchildren : c->nroots;
+					double		mine = team_share(o, t);
+
+					for (k = 0; k < nsib; k++)
+						if (sib[k] != t && (o->team_phases[sib[k]] & bit) &&
+							team_share(o, sib[k]) < mine - GS_SHARE_EPS)
+							ahead++;
+					o->team_phases[t] |= bit;
+				}
+				bj->share_at_try = team_share(o, leaf);
+			}
+			else
+				bj->share_at_try = 0;
+			o->ahead[bj - o->st->jobs] = ahead;
+			o->team_phases[leaf] |= bit;
+			if (o->phase == 1)
+				o->tq[leaf].cur++;
+			else
+				o->tq[leaf].curlater++;
+			o->cache_version[leaf] = UINT64_MAX;	/* its candidate is taken */
+			if (leaf < c->nteams)
+				for (t = c->teams[leaf].parent; t >= 0; t = c->teams[t].parent)
+					o->pick_version[t] = UINT64_MAX;	/* and so its ancestors' picks */
+			tried(o, bj);
+			return bj;
+		}
+		if (o->phase == 2)
+			return NULL;
+		o->phase = 2;
+	}
+}
+
 static GsJob *
 next_fair(GsOrder *o)
 {
 	GsCluster  *c = o->st->cluster;
 
+	if (c->tree)
+		return next_fair_tree(o);
 	for (;;)
 	{
 		int			t,
@@ -487,7 +654,7 @@ next_priority(GsOrder *o)
 		GsJob	   *j = o->global[o->gcur++];
 		char	   *why;
 
-		if (j->expiring || gs_team_closed(c, j))
+		if (j->expiring || gs_team_closed(c, j) || gs_team_inner(c, j))
 			continue;
 		why = NULL;
 		j->pool_mask = gs_guaranteed_pools(c, j);

@@ -66,6 +66,7 @@ typedef struct Cand
 	GsRunning  *r;
 	double		lost;			/* GPU-seconds lost if preempted now */
 	double		share;			/* its team's weighted dominant share at the search's start */
+	int			lcad;			/* trees: depth of its team's lowest common ancestor with J's, -1 none (flat: -1) */
 } Cand;
 
 typedef struct Plan
@@ -100,6 +101,8 @@ cmp_cand(const void *a, const void *b)
 	const Cand *x = a;
 	const Cand *y = b;
 
+	if (x->lcad != y->lcad)
+		return x->lcad < y->lcad ? -1 : 1;	/* trees: furthest from J's team first */
 	if (x->share > y->share + GS_SHARE_EPS)
 		return -1;
 	if (x->share < y->share - GS_SHARE_EPS)
@@ -169,6 +172,11 @@ typedef struct Search
 	double		level;			/* the round's fair level (gs_fair_level) */
 	double		my_before;		/* J's team's weighted share without J */
 	int			floor_skips;	/* candidates a greedy plan left out for the entitlement floor */
+	/* team trees only (NULL otherwise), per team t: */
+	int		   *side;			/* the child of LCA(J's team, t) on t's side (t's top-level team when none) */
+	int		   *jside;			/* the child of that LCA on J's side */
+	int		   *lcad;			/* the LCA's depth, -1 when none */
+	const double *levels;		/* fair level of each sibling set (gs_tree_fair_levels) */
 } Search;
 
 /*
@@ -189,7 +197,8 @@ quota_after_swap(GsState *st, GsJob *j)
 	{
 		GsQuota    *q = &c->quotas[j->tix * c->npools + pl];
 		double		freed[GS_NRES] = {0, 0, 0, 0};
-		bool		ok = true;
+		bool		ok = true,
+					any;
 
 		if (!(j->pool_mask & (UINT64_C(1) << pl)))
 			continue;
@@ -207,9 +216,35 @@ quota_after_swap(GsState *st, GsJob *j)
 			limit = q->has ? Max(q->nominal[r], 0) : 0;
 			if (j->preemptible)
 				limit = (q->has && q->borrow[r] >= 0) ? limit + q->borrow[r] : 1e300;
+			else if (c->tree && !q->has)
+				limit = 1e300;	/* trees: an ancestor's nominal quota may hold it (below) */
 			if (q->used[r] - freed[r] + jd[r] > limit + GS_EPS)
 				ok = false;
 		}
+		/* trees: every ancestor with a quota row, its subtree's use less the same victims */
+		any = q->has;
+		for (i = c->teams[j->tix].parent; c->tree && i >= 0 && ok; i = c->teams[i].parent)
+		{
+			GsQuota    *a = &c->quotas[i * c->npools + pl];
+
+			if (!a->has)
+				continue;
+			any = true;
+			for (r = 0; r < GS_NRES && ok; r++)
+			{
+				double		limit;
+
+				if (a->nominal[r] < 0)
+					continue;
+				if (j->preemptible && a->borrow[r] < 0)
+					continue;	/* no borrowing limit there */
+				limit = a->nominal[r] + (j->preemptible ? a->borrow[r] : 0);
+				if (a->used[r] - freed[r] + jd[r] > limit + GS_EPS)
+					ok = false;
+			}
+		}
+		if (c->tree && !j->preemptible && !any)
+			ok = false;			/* no quota on its path: non-preemptible work has none to run in */
 		if (ok)
 			return true;
 	}
@@ -261,6 +296,95 @@ share_with(const GsCluster *c, int t, const double delta[GS_NRES], double sign)
 	return ds / c->teams[t].weight;
 }
 
+/*
+ * Team trees: the fair-share and reclaim tests compare the two sibling
+ * subtrees under the lowest common ancestor of J's team and the victim's.
+ */
+static void
+tree_sides(Search *s)
+{
+	GsCluster  *c = s->c;
+	int			n = c->nteams,
+				t;
+	int		   *onpath = palloc(sizeof(int) * Max(n, 1));	/* J's ancestor at each team, -1 */
+
+	s->side = palloc(sizeof(int) * Max(n, 1));
+	s->jside = palloc(sizeof(int) * Max(n, 1));
+	s->lcad = palloc(sizeof(int) * Max(n, 1));
+	for (t = 0; t < n; t++)
+		onpath[t] = -1;
+	/* onpath[a] = the child of a on J's path (J's team itself for J's team) */
+	for (t = s->j->tix; t >= 0; t = c->teams[t].parent)
+		onpath[t] = t;
+	{
+		int			prev = s->j->tix;
+
+		for (t = c->teams[s->j->tix].parent; t >= 0; t = c->teams[t].parent)
+		{
+			onpath[t] = prev;
+			prev = t;
+		}
+	}
+	for (t = 0; t < n; t++)
+	{
+		int			a = t,
+					prev = t;
+
+		while (a >= 0 && onpath[a] < 0)
+		{
+			prev = a;
+			a = c->teams[a].parent;
+		}
+		if (a < 0)
+		{
+			int			jr = s->j->tix;
+
+			while (c->teams[jr].parent >= 0)
+				jr = c->teams[jr].parent;
+			s->side[t] = prev;
+			s->jside[t] = jr;
+			s->lcad[t] = -1;
+		}
+		else if (a == t)
+		{
+			/* t is J's team or one of its ancestors */
+			s->side[t] = t;
+			s->jside[t] = t;
+			s->lcad[t] = c->teams[t].depth;
+		}
+		else
+		{
+			s->side[t] = prev;
+			s->jside[t] = onpath[a];
+			s->lcad[t] = c->teams[a].depth;
+		}
+	}
+	pfree(onpath);
+}
+
+/* The fair level of the sibling set that team t (a side) belongs to. */
+static double
+tree_level(const Search *s, int t)
+{
+	int			pa = s->c->teams[t].parent;
+
+	return s->levels ? s->levels[pa >= 0 ? pa : s->c->nteams] : 1e300;
+}
+
+/* Add (sign) a victim's demand to the plan's take from its team and every ancestor. */
+static void
+rem_add(Search *s, const GsRunning *r, double sign)
+{
+	int			t,
+				q;
+
+	if (r->tix < 0)
+		return;
+	for (t = r->tix; t >= 0; t = s->side ? s->c->teams[t].parent : -1)
+		for (q = 0; q < GS_NRES; q++)
+			s->rem[t * GS_NRES + q] += sign * r->demand[q];
+}
+
 /* What the fair-share test says of a candidate (or of a plan's victims of one team). */
 typedef enum FairVerdict
 {
@@ -285,6 +409,32 @@ fair_test(const Search *s, int t, const double *rem, const double extra[GS_NRES]
 
 	if (!s->j->try_borrowing || t < 0 || t == s->j->tix)
 		return FAIR_YES;
+	if (s->side != NULL)
+	{
+		/* trees: J's side subtree against the victim's, under their LCA; rem is the side's */
+		int			vs = s->side[t],
+					js = s->jside[t];
+		double		jd[GS_NRES] = {s->j->gpus * s->j->workers, s->j->cpus * s->j->workers,
+		s->j->mem * s->j->workers, s->j->net * s->j->workers};
+		double		level = tree_level(s, vs);
+		double		mine;
+
+		if (vs == js)
+			return FAIR_YES;	/* t is an ancestor of J's team: no sibling to compare */
+		for (r = 0; r < GS_NRES; r++)
+			d[r] = s->rem[vs * GS_NRES + r] + (extra ? extra[r] : 0);
+		mine = share_with(s->c, js, jd, 1.0);
+		if (s->hysteresis)
+		{
+			if (gs_dominant_share(s->c, js) >= level - GS_EPS)
+				return FAIR_HELD;
+			if (share_with(s->c, vs, d, -1.0) < level - GS_EPS)
+				return FAIR_FLOOR;
+		}
+		if (s->rule == GS_FAIR_INITIAL_SHARE)
+			return mine < gs_dominant_share(s->c, vs) - GS_SHARE_EPS ? FAIR_YES : FAIR_RULE;
+		return mine <= share_with(s->c, vs, d, -1.0) + GS_SHARE_EPS ? FAIR_YES : FAIR_RULE;
+	}
 	for (r = 0; r < GS_NRES; r++)
 		d[r] = (rem ? rem[r] : 0) + (extra ? extra[r] : 0);
 	if (s->hysteresis)
@@ -335,6 +485,55 @@ team_borrows(const GsCluster *c, int t, int pool, const double *rem)
 }
 
 /*
+ * Trees: does team t's gang in the pool borrow from outside its side
+ * subtree (the child of its LCA with J's team)? The first team from that
+ * side down to t with a quota row in the pool decides (its subtree's use,
+ * the plan's victims out, beyond its nominal amount); with none, t's own
+ * rule as above (no quota: nominal 0 GPUs). So a subtree within its
+ * nominal quota keeps its gangs, whatever its children borrow from one
+ * another: only a sibling inside it reclaims those.
+ */
+static bool
+tree_team_borrows(const Search *s, int t, int pool)
+{
+	const GsCluster *c = s->c;
+	int			path[64],
+				n = 0,
+				a,
+				k,
+				r;
+
+	if (t < 0 || pool < 0)
+		return false;
+	if (s->side[t] == s->jside[t])
+		return team_borrows(c, t, pool, &s->rem[t * GS_NRES]);	/* an ancestor of J's team */
+	for (a = t; a >= 0 && n < 64; a = c->teams[a].parent)
+	{
+		path[n++] = a;
+		if (a == s->side[t])
+			break;
+	}
+	for (k = n - 1; k >= 0; k--)
+	{
+		const GsQuota *q = &c->quotas[path[k] * c->npools + pool];
+
+		if (!q->has)
+			continue;
+		for (r = 0; r < GS_NRES; r++)
+			if (q->nominal[r] >= 0 && q->used[r] - s->rem[path[k] * GS_NRES + r] > q->nominal[r] + GS_EPS)
+				return true;
+		return false;
+	}
+	return team_borrows(c, t, pool, &s->rem[t * GS_NRES]);
+}
+
+static bool
+search_team_borrows(const Search *s, int t, int pool, const double *rem)
+{
+	return s->side ? tree_team_borrows(s, t, pool) : team_borrows(s->c, t, pool, rem);
+}
+
+/*
  * The fair-share rule holds for the whole plan, not only for each victim
  * alone: with all of a team's victims in the plan released (final_share).
  */
@@ -345,6 +544,23 @@ plan_fair(const Search *s, const Plan *pl)
 				m,
 				r;
 
+	if (s->side != NULL)
+	{
+		/* trees: each victim side subtree once, with all of its victims released */
+		bool		ok = true;
+		double	   *save = palloc(sizeof(double) * GS_NRES * Max(s->c->nteams, 1));
+
+		memcpy(save, s->rem, sizeof(double) * GS_NRES * s->c->nteams);
+		memset(s->rem, 0, sizeof(double) * GS_NRES * s->c->nteams);
+		for (k = 0; k < pl->n; k++)
+			rem_add((Search *) s, pl->v[k], 1.0);
+		for (k = 0; k < pl->n && ok; k++)
+			if (pl->v[k]->tix >= 0)
+				ok = fair_ok(s, pl->v[k]->tix, NULL, NULL);
+		memcpy(s->rem, save, sizeof(double) * GS_NRES * s->c->nteams);
+		pfree(save);
+		return ok;
+	}
 	for (k = 0; k < pl->n; k++)
 	{
 		int			t = pl->v[k]->tix;
@@ -407,7 +623,8 @@ static int
 greedy_next(Search *s, Greedy *g)
 {
 	int			bg = -1,
-				k;
+				k,
+				blcad = 0;
 	double		bshare = 0;
 
 	for (k = 0; k < g->ng; k++)
@@ -421,6 +638,21 @@ greedy_next(Search *s, Greedy *g)
 		if (g->g_cur[k] >= g->g_end[k])
 			continue;
 		r = g->cands[g->g_cur[k]].r;
+		if (s->side != NULL && r->tix >= 0)
+		{
+			/* trees: the victims' side furthest from J's team first, then the highest share */
+			int			vs = s->side[r->tix],
+						ld = s->lcad[r->tix];
+
+			sh = share_with(s->c, vs, &s->rem[vs * GS_NRES], -1.0);
+			if (bg < 0 || ld < blcad || (ld == blcad && sh > bshare + GS_SHARE_EPS))
+			{
+				bg = k;
+				bshare = sh;
+				blcad = ld;
+			}
+			continue;
+		}
 		sh = (r->tix >= 0) ? share_with(s->c, r->tix, &s->rem[r->tix * GS_NRES], -1.0) : 0;
 		if (bg < 0 || sh > bshare + GS_SHARE_EPS)
 		{
@@ -448,7 +680,7 @@ greedy_grow(Search *s, Greedy *g)
 		GsRunning  *r = g->cands[t].r;
 
 		if (r->tix >= 0 && r->tix != s->j->tix &&
-			!team_borrows(s->c, r->tix, r->pool, &s->rem[r->tix * GS_NRES]))
+			!search_team_borrows(s, r->tix, r->pool, &s->rem[r->tix * GS_NRES]))
 			continue;			/* its team is back within its quota */
 		if (r->tix >= 0)
 		{
@@ -462,13 +694,7 @@ greedy_grow(Search *s, Greedy *g)
 				continue;		/* refused with the team's earlier victims gone */
 		}
 		gs_model_release(s->p, r, true);
-		if (r->tix >= 0)
-		{
-			int			q;
-
-			for (q = 0; q < GS_NRES; q++)
-				s->rem[r->tix * GS_NRES + q] += r->demand[q];
-		}
+		rem_add(s, r, 1.0);
 		g->lost_of[g->used] = g->cands[t].lost;
 		g->chosen[g->used++] = r;
 		g->have += r->gpus_total;
@@ -576,7 +802,8 @@ greedy_finish(Search *s, Greedy *g, bool ok, Plan *out)
 			out->max_prio = Max(out->max_prio, r->priority);
 			out->lost += g->lost_of[k];
 			out->gpus += r->gpus_total;
-			out->team_key = Min(out->team_key, r->tix >= 0 ? gs_dominant_share(s->c, r->tix) : 0);
+			out->team_key = Min(out->team_key, r->tix < 0 ? 0 :
+								gs_dominant_share(s->c, s->side ? s->side[r->tix] : r->tix));
 		}
 		gs_model_release(s->p, r, false);
 	}
@@ -814,7 +1041,7 @@ collect_candidates(Search *s, const GsPreemptSettings *set, Cand *cands, GsRunni
 		}
 		else if (j->quota_blocked)
 			continue;			/* its own quota blocks it: only its team's work */
-		else if (!r->borrowed || r->tix < 0 || !team_borrows(s->c, r->tix, r->pool, NULL))
+		else if (!r->borrowed || r->tix < 0 || !search_team_borrows(s, r->tix, r->pool, NULL))
 		{
 			n->guaranteed++;
 			continue;
@@ -853,7 +1080,8 @@ collect_candidates(Search *s, const GsPreemptSettings *set, Cand *cands, GsRunni
 		cands[nc].r = r;
 		cands[nc].lost = r->gpus_total * ((double) Max(st->now - r->checkpoint, 0) / 1000000.0) +
 			(double) set->restart_cost_s * r->gpus_total;
-		cands[nc].share = (r->tix >= 0) ? gs_dominant_share(s->c, r->tix) : 0;
+		cands[nc].share = (r->tix >= 0) ? gs_dominant_share(s->c, s->side ? s->side[r->tix] : r->tix) : 0;
+		cands[nc].lcad = (r->tix >= 0 && s->side) ? s->lcad[r->tix] : -1;
 		nc++;
 	}
 	return nc;
@@ -1114,6 +1342,10 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, const GsPreemptSettings *set, GsP
 	s.level = rd->fair_level;
 	s.my_before = gs_dominant_share(c, j->tix);
 	s.floor_skips = 0;
+	s.side = s.jside = s.lcad = NULL;
+	s.levels = rd->levels;
+	if (c->tree)
+		tree_sides(&s);
 	for (i = 0; i < c->npools && i < GS_MAX_POOLS; i++)
 		if (j->pool_mask & (UINT64_C(1) << i))
 			free_gpus += Max(c->pools[i].capacity[GS_GPU] - c->pools[i].used[GS_GPU], 0);

@@ -321,7 +321,7 @@ expiring_reasons(Round *rd)
  * (jobs whose queue timeout passed do not count) is its demand.
  */
 static double
-fair_level(GsState *st)
+fair_level(GsState *st, double **levels)
 {
 	GsCluster  *c = st->cluster;
 	double	   *demand = palloc0(sizeof(double) * GS_NRES * Max(c->nteams, 1));
@@ -342,7 +342,15 @@ fair_level(GsState *st)
 		demand[j->tix * GS_NRES + GS_MEM] += j->mem * j->workers;
 		demand[j->tix * GS_NRES + GS_NET] += j->net * j->workers;
 	}
-	level = gs_fair_level(c, demand);
+	if (c->tree)
+	{
+		/* trees: one level per sibling set, each set sharing what its parent is entitled to */
+		*levels = palloc(sizeof(double) * (c->nteams + 1));
+		gs_tree_fair_levels(c, demand, *levels);
+		level = (*levels)[c->nteams];
+	}
+	else
+		level = gs_fair_level(c, demand);
 	pfree(demand);
 	return level;
 }
@@ -367,7 +375,8 @@ gs_decide(GsState *st, GsScheduleSettings set, GsDecision *out)
 	ctl.entrysize = sizeof(SearchMemo);
 	ctl.hcxt = CurrentMemoryContext;
 	rd.memo = hash_create("gangsched victim searches", 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	rd.preempt.fair_level = (set.preemption && set.preempt.hysteresis) ? fair_level(st) : 1e300;
+	rd.preempt.levels = NULL;
+	rd.preempt.fair_level = (set.preemption && set.preempt.hysteresis) ? fair_level(st, &rd.preempt.levels) : 1e300;
 
 	while ((j = gs_order_next(out->order)) != NULL)
 		if (!decide_one(&rd, j))

@@ -263,6 +263,10 @@ BEGIN
 
     -- more than the team could ever hold, in some eligible pool
     demand := ARRAY[j.gpus * j.workers, j.cpus * j.workers, j.mem_gb * j.workers, j.net_gbps * j.workers];
+    IF EXISTS (SELECT FROM gangsched.teams WHERE parent_id IS NOT NULL) THEN
+        PERFORM gangsched._admit_tree(j, pools, demand);
+        RETURN;
+    END IF;
     FOR r IN
         SELECT p.id, p.name,
                ARRAY[sum(c.nodes * c.gpus), sum(c.nodes * c.cpus), sum(c.nodes * c.mem_gb), sum(c.nodes * c.net_gbps)] AS cap,
@@ -309,5 +313,160 @@ BEGIN
                   DETAIL = 'The job ' || why || '.',
                   HINT = CASE WHEN j.preemptible THEN 'Ask for fewer workers, or ask the operator to raise the quota or borrowing limit.'
                               ELSE 'Ask for fewer workers, submit it as preemptible, or ask the operator to raise the nominal quota.' END;
+    END IF;
+END $$;
+
+-- Team trees: what subtree `team` holds back of its quota in the pool from
+-- teams outside it, per resource [GPUs, CPUs, GB, Gbit/s]: the larger of
+-- its own nominal less lending limit and the sum of its children's
+-- (admission counts an empty cluster; src/fair.c gs_tree_held_back()).
+CREATE FUNCTION gangsched._held_back(team int, pool int) RETURNS numeric[]
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    own  numeric[];
+    sub  numeric[] := ARRAY[0, 0, 0, 0];
+    h    numeric[];
+    c    int;
+    i    int;
+BEGIN
+    SELECT ARRAY[GREATEST(COALESCE(q.gpus - q.lend_gpus, 0), 0), GREATEST(COALESCE(q.cpus - q.lend_cpus, 0), 0),
+                 GREATEST(COALESCE(q.mem_gb - q.lend_mem_gb, 0), 0), GREATEST(COALESCE(q.net_gbps - q.lend_net_gbps, 0), 0)]
+      INTO own
+      FROM gangsched._effective_quotas q WHERE q.team_id = team AND q.pool_id = pool;
+    own := COALESCE(own, ARRAY[0, 0, 0, 0]::numeric[]);
+    FOR c IN SELECT t.id FROM gangsched.teams t WHERE t.parent_id = team LOOP
+        h := gangsched._held_back(c, pool);
+        FOR i IN 1 .. 4 LOOP
+            sub[i] := sub[i] + h[i];
+        END LOOP;
+    END LOOP;
+    RETURN ARRAY[GREATEST(own[1], sub[1]), GREATEST(own[2], sub[2]), GREATEST(own[3], sub[3]), GREATEST(own[4], sub[4])];
+END $$;
+
+-- Team trees: more than the team and every ancestor could ever hold, in
+-- some eligible pool (raises 53S05 naming the level that limits it). The
+-- leaf's ceiling is the flat one, with the quota the subtrees off its path
+-- hold back as what others do not lend; each ancestor with a quota row
+-- caps non-preemptible work at its nominal quota less its other children's
+-- nominal quota (carved out of it), and preemptible work at
+-- nominal + borrowing limit when one is set. A leaf without a quota row
+-- may hold non-preemptible work when some ancestor has one. The admission
+-- fast path (src/admission.c, within_ceiling_tree) applies the same rule.
+CREATE FUNCTION gangsched._admit_tree(j gangsched.gangs, pools int[], demand numeric[]) RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    r        record;
+    a        record;
+    res      text[] := ARRAY['GPUs', 'CPUs', 'GB of memory', 'Gbit/s of network'];
+    ceiling  numeric;
+    locked   numeric[];
+    h        numeric[];
+    off      int;
+    i        int;
+    ok       bool := false;
+    any_q    bool;
+    why      text;
+    who      text;
+    leaf     text := (SELECT name FROM gangsched.teams WHERE id = j.team_id);
+BEGIN
+    FOR r IN
+        SELECT p.id, p.name,
+               ARRAY[sum(c.nodes * c.gpus), sum(c.nodes * c.cpus), sum(c.nodes * c.mem_gb), sum(c.nodes * c.net_gbps)] AS cap,
+               q.team_id IS NOT NULL AS has_quota,
+               ARRAY[q.gpus, q.cpus, q.mem_gb, q.net_gbps] AS nominal,
+               ARRAY[q.borrow_gpus, q.borrow_cpus, q.borrow_mem_gb, q.borrow_net_gbps] AS borrow
+          FROM gangsched.pools p
+          JOIN gangsched.node_classes c ON c.pool_id = p.id
+          LEFT JOIN gangsched._effective_quotas q ON q.pool_id = p.id AND q.team_id = j.team_id
+         WHERE p.id = ANY (pools)
+         GROUP BY p.id, p.name, q.team_id, q.gpus, q.cpus, q.mem_gb, q.net_gbps,
+                  q.borrow_gpus, q.borrow_cpus, q.borrow_mem_gb, q.borrow_net_gbps
+         ORDER BY p.id
+    LOOP
+        ok := true;
+        -- the subtrees off the leaf's path: siblings of the leaf and of each ancestor
+        locked := ARRAY[0, 0, 0, 0];
+        FOR off IN
+            WITH RECURSIVE path AS (
+                SELECT t.id, t.parent_id, 0 AS n FROM gangsched.teams t WHERE t.id = j.team_id
+                UNION ALL
+                SELECT t.id, t.parent_id, path.n + 1 FROM gangsched.teams t JOIN path ON t.id = path.parent_id
+                 WHERE path.n < 64)
+            SELECT o.id FROM gangsched.teams o JOIN path ON o.parent_id IS NOT DISTINCT FROM path.parent_id AND o.id <> path.id
+        LOOP
+            h := gangsched._held_back(off, r.id);
+            FOR i IN 1 .. 4 LOOP
+                locked[i] := locked[i] + h[i];
+            END LOOP;
+        END LOOP;
+        any_q := r.has_quota OR EXISTS (
+            WITH RECURSIVE up AS (
+                SELECT t.parent_id AS id, 0 AS n FROM gangsched.teams t WHERE t.id = j.team_id
+                UNION ALL
+                SELECT t.parent_id, up.n + 1 FROM gangsched.teams t JOIN up ON t.id = up.id WHERE up.n < 64)
+            SELECT FROM up JOIN gangsched._effective_quotas q ON q.team_id = up.id AND q.pool_id = r.id);
+        FOR i IN 1 .. 4 LOOP
+            IF NOT j.preemptible THEN
+                ceiling := CASE WHEN NOT any_q THEN 0
+                                WHEN NOT r.has_quota THEN r.cap[i]
+                                WHEN r.nominal[i] IS NULL AND i > 1 THEN r.cap[i]
+                                ELSE r.nominal[i] END;
+            ELSIF r.has_quota AND r.nominal[i] IS NOT NULL AND r.borrow[i] IS NOT NULL THEN
+                ceiling := LEAST(r.nominal[i] + r.borrow[i], r.cap[i] - locked[i]);
+            ELSE
+                ceiling := GREATEST(r.cap[i] - locked[i], COALESCE(r.nominal[i], 0));
+            END IF;
+            IF demand[i] > ceiling THEN
+                ok := false;
+                IF why IS NULL THEN
+                    who := format('team "%s"', leaf);
+                    why := format('needs %s %s in pool %s but team may hold at most %s there (%s)',
+                            trim_scale(demand[i]), res[i], r.name, trim_scale(ceiling),
+                            CASE WHEN NOT j.preemptible AND NOT any_q THEN 'no quota in its team or above it: non-preemptible work runs only within nominal quota'
+                                 WHEN NOT j.preemptible THEN 'nominal quota; non-preemptible work may not borrow'
+                                 WHEN r.has_quota AND r.borrow[i] IS NOT NULL THEN format('nominal %s + borrowing limit %s', trim_scale(r.nominal[i]), trim_scale(r.borrow[i]))
+                                 ELSE format('pool capacity %s less %s that teams outside its path may not lend', trim_scale(r.cap[i]), trim_scale(locked[i])) END);
+                END IF;
+            END IF;
+            -- every ancestor with a quota row in the pool, from the leaf up
+            FOR a IN
+                WITH RECURSIVE up AS (
+                    SELECT t.parent_id AS id, t.id AS child, 1 AS n FROM gangsched.teams t WHERE t.id = j.team_id
+                    UNION ALL
+                    SELECT t.parent_id, t.id, up.n + 1 FROM gangsched.teams t JOIN up ON t.id = up.id WHERE up.n < 64)
+                SELECT up.n, t.name, (ARRAY[q.gpus, q.cpus, q.mem_gb, q.net_gbps])[i] AS nominal,
+                       (ARRAY[q.borrow_gpus, q.borrow_cpus, q.borrow_mem_gb, q.borrow_net_gbps])[i] AS borrow,
+                       (SELECT COALESCE(sum((ARRAY[k.gpus, k.cpus, k.mem_gb, k.net_gbps])[i]), 0)
+                          FROM gangsched.teams o JOIN gangsched._effective_quotas k ON k.team_id = o.id AND k.pool_id = r.id
+                         WHERE o.parent_id = up.id AND o.id <> up.child) AS kept
+                  FROM up JOIN gangsched.teams t ON t.id = up.id
+                  JOIN gangsched._effective_quotas q ON q.team_id = up.id AND q.pool_id = r.id
+                 ORDER BY up.n
+            LOOP
+                EXIT WHEN NOT ok;
+                CONTINUE WHEN a.nominal IS NULL OR (j.preemptible AND a.borrow IS NULL);
+                ceiling := CASE WHEN j.preemptible THEN a.nominal + a.borrow ELSE a.nominal - a.kept END;
+                IF demand[i] > ceiling THEN
+                    ok := false;
+                    IF why IS NULL THEN
+                        who := format('team "%s" (%s of "%s")', a.name, CASE WHEN a.n = 1 THEN 'parent' ELSE 'ancestor' END, leaf);
+                        why := format('needs %s %s in pool %s but team %s may hold at most %s there (%s)',
+                                trim_scale(demand[i]), res[i], r.name, a.name, trim_scale(ceiling),
+                                CASE WHEN j.preemptible THEN format('its nominal %s + borrowing limit %s', trim_scale(a.nominal), trim_scale(a.borrow))
+                                     WHEN a.kept > 0 THEN format('its nominal %s less %s of its other teams'' nominal quota; non-preemptible work may not borrow',
+                                                                 trim_scale(a.nominal), trim_scale(a.kept))
+                                     ELSE 'its nominal quota; non-preemptible work may not borrow' END);
+                    END IF;
+                END IF;
+            END LOOP;
+        END LOOP;
+        EXIT WHEN ok;
+    END LOOP;
+    IF NOT ok THEN
+        RAISE EXCEPTION 'job is larger than % could ever hold', who
+            USING ERRCODE = '53S05',
+                  DETAIL = 'The job ' || why || '.',
+                  HINT = CASE WHEN j.preemptible THEN 'Ask for fewer workers, or ask the operator to raise the quota or borrowing limit at that level.'
+                              ELSE 'Ask for fewer workers, submit it as preemptible, or ask the operator to raise the nominal quota at that level.' END;
     END IF;
 END $$;

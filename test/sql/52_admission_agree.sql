@@ -33,7 +33,7 @@ CREATE FUNCTION pg_temp.pick(a anyarray) RETURNS anyelement
 LANGUAGE sql VOLATILE AS $$ SELECT a[1 + floor(random() * cardinality(a))::int] $$;
 
 -- One random cluster state on a fresh extension, then its job shapes.
-CREATE FUNCTION pg_temp.adm_state(s int) RETURNS void
+CREATE FUNCTION pg_temp.adm_state(s int, tree bool DEFAULT false) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     nlev   int;
@@ -110,6 +110,31 @@ BEGIN
             END;
         END LOOP;
     END LOOP;
+    IF tree THEN
+        -- a team tree (issue 15): top has pa and tc, pa has ta and tb; pa
+        -- and top get quota rows in some pools (their children's nominal
+        -- carved out of theirs), with borrowing and lending limits
+        PERFORM gangsched.add_team('pa'), gangsched.add_team('top');
+        UPDATE gangsched.teams SET parent_id = (SELECT id FROM gangsched.teams WHERE name = 'pa') WHERE name IN ('ta', 'tb');
+        UPDATE gangsched.teams SET parent_id = (SELECT id FROM gangsched.teams WHERE name = 'top') WHERE name IN ('pa', 'tc');
+        FOREACH team IN ARRAY ARRAY['pa', 'top'] LOOP
+            FOREACH pool IN ARRAY pools LOOP
+                CONTINUE WHEN random() < 0.3;
+                SELECT COALESCE(sum(x.gpus), 0) + pg_temp.pick(ARRAY[0, 0, 8, 32]) INTO q
+                  FROM gangsched.quotas x JOIN gangsched.teams c ON c.id = x.team_id
+                  JOIN gangsched.teams p ON p.id = c.parent_id
+                  JOIN gangsched.pools o ON o.id = x.pool_id
+                 WHERE p.name = team AND o.name = pool;
+                BEGIN
+                    PERFORM gangsched.set_quota(team, pool, q, cpus => 'Infinity', mem_gb => 'Infinity',
+                                borrowing_limit_gpus => pg_temp.pick(ARRAY[NULL, NULL, 0, 8, 32]::numeric[]),
+                                lending_limit_gpus => CASE WHEN random() < 0.4 THEN floor(q * random()::numeric) END);
+                EXCEPTION WHEN OTHERS THEN
+                    NULL;   -- a quota set_quota refuses
+                END;
+            END LOOP;
+        END LOOP;
+    END IF;
 
     FOR k IN 1 .. 120 LOOP
         gs := pg_temp.pick(ARRAY[1, 1, 1, 2, 4, 8]);
@@ -187,6 +212,22 @@ SELECT count(*) AS checks, count(*) FILTER (WHERE sql_ok) AS admitted, count(*) 
 SELECT sqlstate, count(*) AS refused FROM adm_checks WHERE NOT sql_ok GROUP BY 1 ORDER BY 1;
 -- and every branch of the team's ceiling (53S05)
 SELECT substring(detail FROM '\(([a-z ]*)') AS ceiling, count(*) AS refused
+  FROM adm_checks WHERE sqlstate = '53S05' GROUP BY 1 ORDER BY 1;
+
+-- The same over team trees (issue 15): the leaves ta, tb and tc under
+-- inner teams with quotas at every level (sql/src/40_admission.sql
+-- _admit_tree, src/admission.c within_ceiling_tree).
+TRUNCATE adm_checks;
+SELECT setseed(0.61);
+SELECT count(*) AS tree_states FROM (SELECT pg_temp.adm_state(s, true) FROM generate_series(11, 16) s) x;
+-- 1. never admits what the SQL checks refuse: no rows
+SELECT state, k, shape, sqlstate, message FROM adm_checks WHERE fast AND NOT sql_ok ORDER BY state, k;
+-- 2. refuses nothing they admit (required locality apart): no rows
+SELECT state, k, shape FROM adm_checks WHERE NOT fast AND sql_ok AND locality <> 'required' ORDER BY state, k;
+SELECT count(*) AS checks, count(*) FILTER (WHERE sql_ok) AS admitted, count(*) FILTER (WHERE NOT sql_ok) AS refused
+  FROM adm_checks;
+-- refusals at the leaf and at an inner level (the message names it)
+SELECT CASE WHEN message ~ '\((parent|ancestor) of' THEN 'inner level' ELSE 'leaf' END AS level, count(*) AS refused
   FROM adm_checks WHERE sqlstate = '53S05' GROUP BY 1 ORDER BY 1;
 
 SELECT * FROM gangsched.check_invariants();
