@@ -50,7 +50,7 @@ BEGIN
     PERFORM gangsched._wake();
 END $$;
 
--- Remove a team that has no jobs at all: live ones must end first, and
+-- Remove a team that has no subteams and no jobs at all: live ones must end first, and
 -- finished ones stay (the history refers to the team) until
 -- archive_history() has moved them. Its quotas and portal bindings go
 -- with it; its events stay.
@@ -77,6 +77,14 @@ BEGIN
             USING ERRCODE = 'object_in_use',
                   DETAIL = 'The allocation history and the analysts'' views name the team of every job they keep.',
                   HINT = 'Move them to the archive first with gangsched.archive_history(before); a closed team takes no new work meanwhile.';
+    END IF;
+    IF EXISTS (SELECT FROM gangsched.teams c WHERE c.parent_id = tid) THEN
+        RAISE EXCEPTION 'team "%" has subteams', team
+            USING ERRCODE = 'object_in_use',
+                  DETAIL = format('Its children are: %s.', (SELECT string_agg(c.name, ', ' ORDER BY c.name)
+                                                             FROM gangsched.teams c WHERE c.parent_id = tid)),
+                  HINT = 'Remove its subteams first, or move them with gangsched.set_team_parent(team, parent) '
+                         '(parent NULL: to the top level).';
     END IF;
     DELETE FROM gangsched.quotas q WHERE q.team_id = tid;
     DELETE FROM gangsched.team_pending c WHERE c.team_id = tid;
