@@ -11,8 +11,12 @@ ALTER TABLE gangsched.teams
 
 -- Teams form a tree (docs/fairness.md, "Team trees"): NULL is a top-level
 -- team. Jobs go to leaf teams; a parent's children share what it gets.
+-- That parent_id names a team is checked by the constraint trigger
+-- teams_parent_exists (64_team_tree.sql), not a foreign key: pg_dump warns
+-- of "circular foreign-key constraints" on every dump of an extension
+-- table that references itself.
 ALTER TABLE gangsched.teams
-    ADD COLUMN parent_id int REFERENCES gangsched.teams,
+    ADD COLUMN parent_id int,
     ADD CONSTRAINT teams_parent_not_self CHECK (parent_id <> id);
 CREATE INDEX teams_parent_idx ON gangsched.teams (parent_id) WHERE parent_id IS NOT NULL;
 

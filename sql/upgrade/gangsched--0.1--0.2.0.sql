@@ -2358,6 +2358,36 @@ END $$;
 -- quota carve-out rule in set_quota, path / depth / parent / fair_share in
 -- queue and team_shares, usage / queue_waits / preemption_summary by subtree.
 -- ---------------------------------------------------------------------
+-- teams.parent_id: a constraint trigger instead of the foreign key
+-- (pg_dump warns on every dump of an extension table that references itself)
+ALTER TABLE gangsched.teams DROP CONSTRAINT teams_parent_id_fkey;
+
+-- teams.parent_id names an existing team, and a team with children is not
+-- deleted: what a foreign key would check (64_team_admin.sql says why it is
+-- not one), checked at the end of each statement as a foreign key is, so
+-- a restore may load the rows in any order. The API refuses both earlier,
+-- with the reasons (add_team, set_team_parent, remove_team); this catches
+-- writes that bypass it.
+CREATE FUNCTION gangsched._teams_parent_check() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        IF EXISTS (SELECT FROM gangsched.teams c WHERE c.parent_id = OLD.id) THEN
+            RAISE EXCEPTION 'team "%" is the parent of other teams', OLD.name
+                USING ERRCODE = 'foreign_key_violation',
+                      HINT = 'Remove its subteams first, or move them with gangsched.set_team_parent(team, parent).';
+        END IF;
+    ELSIF NEW.parent_id IS NOT NULL AND NOT EXISTS (SELECT FROM gangsched.teams p WHERE p.id = NEW.parent_id) THEN
+        RAISE EXCEPTION 'team "%" names parent team id %, which does not exist', NEW.name, NEW.parent_id
+            USING ERRCODE = 'foreign_key_violation',
+                  HINT = 'Set a team''s parent with gangsched.add_team(name, weight, parent) or gangsched.set_team_parent(team, parent).';
+    END IF;
+    RETURN NULL;
+END $$;
+
+CREATE CONSTRAINT TRIGGER teams_parent_exists AFTER INSERT OR UPDATE OF parent_id OR DELETE ON gangsched.teams
+    FOR EACH ROW EXECUTE FUNCTION gangsched._teams_parent_check();
+
 -- Every team with its place in the tree: the parent's name, the path of
 -- names from the top ('research/vision'), the depth (1 at the top), the
 -- ids from the top-level team down to the team itself, and whether it is
