@@ -2669,15 +2669,20 @@ BEGIN
     -- what each subtree holds (as team_shares counts it) and asks for,
     -- parents before their children
     WITH own AS (
+        -- float8 throughout (the gangs' f_ copies of the request): a share
+        -- needs no exact sums, and numeric arithmetic over the queue's rows
+        -- was most of this function's time
         SELECT x.team_id, sum(x.gpus) AS gpus, sum(x.cpus) AS cpus, sum(x.mem) AS mem, sum(x.net) AS net
-          FROM (SELECT a.team_id, a.gpus, a.cpus, a.mem_gb AS mem, a.net_gbps AS net
-                  FROM gangsched.allocations a JOIN gangsched.gangs j ON j.id = a.job
-                 WHERE upper_inf(a.during) AND j.state <> 'preempting'
+          FROM (SELECT a.team_id, a.gpus::float8 AS gpus, a.cpus::float8 AS cpus, a.mem_gb::float8 AS mem,
+                       a.net_gbps::float8 AS net
+                  FROM gangsched.allocations a
+                 WHERE upper_inf(a.during)
+                   AND NOT EXISTS (SELECT FROM gangsched.gangs j WHERE j.id = a.job AND j.state = 'preempting')
                 UNION ALL
-                SELECT j.team_id, j.gpus, h.cpus, h.mem_gb, h.net_gbps
+                SELECT j.team_id, j.f_gpus, h.cpus::float8, h.mem_gb::float8, h.net_gbps::float8
                   FROM gangsched.holds h JOIN gangsched.gangs j ON j.id = h.job
                 UNION ALL
-                SELECT j.team_id, j.workers * j.gpus, j.workers * j.cpus, j.workers * j.mem_gb, j.workers * j.net_gbps
+                SELECT j.team_id, j.workers * j.f_gpus, j.workers * j.f_cpus, j.workers * j.f_mem_gb, j.workers * j.f_net_gbps
                   FROM gangsched.gangs j WHERE j.state = 'pending') x
          GROUP BY x.team_id),
     sub AS (
@@ -2691,7 +2696,7 @@ BEGIN
     SELECT array_agg(s.team_id ORDER BY s.depth, s.team_id), array_agg(s.parent_id ORDER BY s.depth, s.team_id),
            array_agg(s.weight::float8 ORDER BY s.depth, s.team_id),
            (SELECT array_agg(x.v ORDER BY s2.depth, s2.team_id, x.o)
-              FROM sub s2 CROSS JOIN LATERAL unnest(ARRAY[s2.gpus, s2.cpus, s2.mem, s2.net]::float8[]) WITH ORDINALITY x(v, o))
+              FROM sub s2 CROSS JOIN LATERAL unnest(ARRAY[s2.gpus, s2.cpus, s2.mem, s2.net]) WITH ORDINALITY x(v, o))
       INTO ids, par, w, d
       FROM sub s;
     n := COALESCE(array_length(ids, 1), 0);
