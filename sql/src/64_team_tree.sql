@@ -307,45 +307,57 @@ BEGIN
     SELECT ARRAY[COALESCE(sum(x.gpus), 0), COALESCE(sum(x.cpus), 0), COALESCE(sum(x.mem_gb), 0),
                  COALESCE(sum(x.net_gbps), 0)]::float8[]
       INTO cap FROM gangsched.nodes x WHERE x.state = 'up';
-    -- what each subtree holds (as team_shares counts it) and asks for,
-    -- parents before their children
+    -- what each team holds (as team_shares counts it) and asks for,
+    -- parents before their children (by depth)
     WITH own AS (
-        -- float8 throughout (the gangs' f_ copies of the request): a share
-        -- needs no exact sums, and numeric arithmetic over the queue's rows
-        -- was most of this function's time
+        -- float8 throughout (the gangs' f_ copies of the request), each
+        -- part summed per team first: a share needs no exact sums, and
+        -- numeric arithmetic over the queue's rows was most of the time
         SELECT x.team_id, sum(x.gpus) AS gpus, sum(x.cpus) AS cpus, sum(x.mem) AS mem, sum(x.net) AS net
-          FROM (SELECT a.team_id, a.gpus::float8 AS gpus, a.cpus::float8 AS cpus, a.mem_gb::float8 AS mem,
-                       a.net_gbps::float8 AS net
+          FROM (SELECT a.team_id, sum(a.gpus::float8) AS gpus, sum(a.cpus::float8) AS cpus,
+                       sum(a.mem_gb::float8) AS mem, sum(a.net_gbps::float8) AS net
                   FROM gangsched.allocations a
                  WHERE upper_inf(a.during)
                    AND NOT EXISTS (SELECT FROM gangsched.gangs j WHERE j.id = a.job AND j.state = 'preempting')
+                 GROUP BY a.team_id
                 UNION ALL
-                SELECT j.team_id, j.f_gpus, h.cpus::float8, h.mem_gb::float8, h.net_gbps::float8
+                SELECT j.team_id, sum(j.f_gpus), sum(h.cpus::float8), sum(h.mem_gb::float8), sum(h.net_gbps::float8)
                   FROM gangsched.holds h JOIN gangsched.gangs j ON j.id = h.job
+                 GROUP BY j.team_id
                 UNION ALL
-                SELECT j.team_id, j.workers * j.f_gpus, j.workers * j.f_cpus, j.workers * j.f_mem_gb, j.workers * j.f_net_gbps
-                  FROM gangsched.gangs j WHERE j.state = 'pending') x
+                SELECT j.team_id, sum(j.workers * j.f_gpus), sum(j.workers * j.f_cpus), sum(j.workers * j.f_mem_gb),
+                       sum(j.workers * j.f_net_gbps)
+                  FROM gangsched.gangs j WHERE j.state = 'pending'
+                 GROUP BY j.team_id) x
          GROUP BY x.team_id),
-    sub AS (
-        SELECT tr.team_id, tr.parent_id, tr.depth, t.weight,
-               COALESCE(sum(o.gpus), 0) AS gpus, COALESCE(sum(o.cpus), 0) AS cpus,
-               COALESCE(sum(o.mem), 0) AS mem, COALESCE(sum(o.net), 0) AS net
+    tm AS (
+        SELECT tr.team_id, tr.parent_id, tr.depth, t.weight::float8 AS weight,
+               COALESCE(o.gpus, 0) AS gpus, COALESCE(o.cpus, 0) AS cpus, COALESCE(o.mem, 0) AS mem,
+               COALESCE(o.net, 0) AS net
           FROM gangsched._team_tree tr JOIN gangsched.teams t ON t.id = tr.team_id
-          JOIN gangsched._team_tree m ON tr.team_id = ANY (m.ancestors)
-          LEFT JOIN own o ON o.team_id = m.team_id
-         GROUP BY tr.team_id, tr.parent_id, tr.depth, t.weight)
+          LEFT JOIN own o ON o.team_id = tr.team_id)
     SELECT array_agg(s.team_id ORDER BY s.depth, s.team_id), array_agg(s.parent_id ORDER BY s.depth, s.team_id),
-           array_agg(s.weight::float8 ORDER BY s.depth, s.team_id),
+           array_agg(s.weight ORDER BY s.depth, s.team_id),
            (SELECT array_agg(x.v ORDER BY s2.depth, s2.team_id, x.o)
-              FROM sub s2 CROSS JOIN LATERAL unnest(ARRAY[s2.gpus, s2.cpus, s2.mem, s2.net]) WITH ORDINALITY x(v, o))
+              FROM tm s2 CROSS JOIN LATERAL unnest(ARRAY[s2.gpus, s2.cpus, s2.mem, s2.net]) WITH ORDINALITY x(v, o))
       INTO ids, par, w, d
-      FROM sub s;
+      FROM tm s;
     n := COALESCE(array_length(ids, 1), 0);
     IF n = 0 THEN
         RETURN;
     END IF;
     FOR i IN 1 .. n LOOP
         pos[ids[i]] := i;
+    END LOOP;
+    -- a subtree's demand: its teams' own, summed bottom up (a child comes
+    -- after its parent in this order)
+    FOR i IN REVERSE n .. 1 LOOP
+        IF par[i] IS NOT NULL THEN
+            j := pos[par[i]];
+            FOR r IN 1 .. 4 LOOP
+                d[4 * (j - 1) + r] := d[4 * (j - 1) + r] + d[4 * (i - 1) + r];
+            END LOOP;
+        END IF;
     END LOOP;
     alloc := array_fill(0::float8, ARRAY[4 * n]);
     -- top down: the siblings under each parent (0: the top level) split
