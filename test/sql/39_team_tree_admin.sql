@@ -14,6 +14,9 @@ SET gangsched.start_timeout = '1d';
 SET gangsched.min_runtime = '10min';
 SET gangsched.clock_override = '2030-01-01 00:00:00+00';
 \set VERBOSITY default
+-- no CONTEXT lines: they name function signatures and line numbers that
+-- change with unrelated work
+\set SHOW_CONTEXT never
 
 -- 4 nodes of 8 GPUs (32 GPUs, 128 CPUs, 1 TB, 400 Gbit/s).
 SELECT gangsched.set_topology_levels(ARRAY['rack']);
