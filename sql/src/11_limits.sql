@@ -67,13 +67,23 @@ BEGIN
            (SELECT s.last_value FROM gangsched.queue_position_seq s) AS seq, t.closed_at, t.closed_reason
       INTO r
       FROM gangsched.teams t LEFT JOIN gangsched.team_pending c ON c.team_id = t.id
-     WHERE t.id = tid;
+     WHERE t.id = tid FOR KEY SHARE OF t;
     IF r.closed_at IS NOT NULL THEN
         RAISE EXCEPTION 'team "%" is closed to new work', r.name
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   DETAIL = format('Closed at %s%s. Its queued jobs stay queued and are not placed; its running jobs run on.',
                                   r.closed_at, COALESCE(': ' || r.closed_reason, '')),
                   HINT = format('Ask the operator to reopen it with gangsched.open_team(%L).', r.name);
+    END IF;
+    -- jobs go to leaf teams (the row lock above orders this against
+    -- add_team / set_team_parent making the team a parent)
+    IF EXISTS (SELECT FROM gangsched.teams c WHERE c.parent_id = tid) THEN
+        RAISE EXCEPTION 'team "%" has subteams and takes no jobs of its own', r.name
+            USING ERRCODE = '55S01',
+                  DETAIL = format('Jobs go to leaf teams; the leaves under "%s" are: %s.', r.name,
+                                  (SELECT string_agg(x.path, ', ' ORDER BY x.path) FROM gangsched._team_tree x
+                                    WHERE x.leaf AND tid = ANY (x.ancestors))),
+                  HINT = 'Submit to one of its leaf teams.';
     END IF;
     PERFORM gangsched._check_gang_limit(r.name, r.max_workers_per_gang, workers);
     lim := COALESCE(r.max_pending,

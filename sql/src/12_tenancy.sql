@@ -58,7 +58,9 @@ ALTER TABLE gangsched.events ADD COLUMN actor name NOT NULL DEFAULT gangsched._c
 CREATE FUNCTION gangsched._require_operator(action text) RETURNS void
 LANGUAGE C VOLATILE STRICT AS 'MODULE_PATHNAME', 'gs_require_operator_sql';
 
--- Whether the caller acts for team `tid` (operators act for every team).
+-- Whether the caller acts for team `tid` (operators act for every team):
+-- a role bound to a team acts for every team of its subtree (team trees,
+-- docs/security.md).
 CREATE FUNCTION gangsched._acts_for_team(tid int) RETURNS bool
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -68,8 +70,12 @@ BEGIN
         RETURN true;
     END IF;
     c := gangsched._caller();
-    RETURN EXISTS (SELECT FROM gangsched.members m
-                    WHERE m.team_id = tid AND pg_catalog.pg_has_role(c, m.role, 'MEMBER'));
+    RETURN EXISTS (WITH RECURSIVE up(id) AS (
+                       SELECT tid
+                       UNION
+                       SELECT t.parent_id FROM up JOIN gangsched.teams t ON t.id = up.id WHERE t.parent_id IS NOT NULL)
+                   SELECT FROM gangsched.members m JOIN up ON m.team_id = up.id
+                    WHERE pg_catalog.pg_has_role(c, m.role, 'MEMBER'));
 END $$;
 
 -- Refuse unless the caller acts for team `tid`. `action` says what, e.g.
@@ -128,8 +134,9 @@ BEGIN
 END $$;
 
 -- What the caller may see in the jobs, queue and placements views: every
--- row (operators, analysts) or its teams' rows (portals); commands only of
--- its own teams (operators: all).
+-- row (operators, analysts) or its teams' rows (portals: the teams it is
+-- bound to and their subtrees); commands only of its own teams
+-- (operators: all).
 CREATE FUNCTION gangsched._visibility(OUT all_rows bool, OUT all_commands bool, OUT teams int[])
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -137,8 +144,12 @@ DECLARE
 BEGIN
     all_commands := gangsched._is_operator();
     all_rows := all_commands OR pg_catalog.pg_has_role(c, 'gangsched_analyst', 'MEMBER');
-    SELECT COALESCE(pg_catalog.array_agg(DISTINCT m.team_id), '{}') INTO teams
-      FROM gangsched.members m WHERE pg_catalog.pg_has_role(c, m.role, 'MEMBER');
+    -- the teams it is bound to and their subtrees
+    WITH RECURSIVE b(id) AS (
+        SELECT m.team_id FROM gangsched.members m WHERE pg_catalog.pg_has_role(c, m.role, 'MEMBER')
+        UNION
+        SELECT t.id FROM b JOIN gangsched.teams t ON t.parent_id = b.id)
+    SELECT COALESCE(pg_catalog.array_agg(b.id ORDER BY b.id), '{}') INTO teams FROM b;
 END $$;
 
 CREATE FUNCTION gangsched._role_oid(role name, what text) RETURNS oid

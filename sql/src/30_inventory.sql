@@ -202,10 +202,13 @@ BEGIN
     RETURN FOUND;
 END $$;
 
-CREATE FUNCTION gangsched.add_team(name text, weight numeric DEFAULT 1) RETURNS int
+-- A new team, at the top level or under `parent` (docs/fairness.md, "Team
+-- trees"); a parent must not have live jobs (jobs go to leaf teams).
+CREATE FUNCTION gangsched.add_team(name text, weight numeric DEFAULT 1, parent text DEFAULT NULL) RETURNS int
 LANGUAGE plpgsql AS $$
 DECLARE
-    id int;
+    id  int;
+    pid int;
 BEGIN
     IF name IS NULL OR btrim(name) = '' THEN
         RAISE EXCEPTION 'team name must not be empty'
@@ -217,11 +220,17 @@ BEGIN
         RAISE EXCEPTION 'team "%" already exists', name
             USING ERRCODE = 'unique_violation', HINT = 'Choose another name or use the existing team.';
     END IF;
-    INSERT INTO gangsched.teams (name, weight) VALUES (name, weight) RETURNING teams.id INTO id;
+    IF parent IS NOT NULL THEN
+        pid := gangsched._team_id(parent);
+        PERFORM gangsched._check_new_parent(pid, parent, format('add_team(%L, parent => %L)', name, parent));
+    END IF;
+    INSERT INTO gangsched.teams (name, weight, parent_id) VALUES (name, weight, pid) RETURNING teams.id INTO id;
     -- the pending-count cache of submit(): a new team has no jobs
     INSERT INTO gangsched.team_pending (team_id, pending, upto, counted_at)
     SELECT id, 0, s.last_value, pg_catalog.now() FROM gangsched.queue_position_seq s;
-    PERFORM gangsched._event('team', NULL, NULL, id, 'team added', jsonb_build_object('team', name, 'weight', weight));
+    PERFORM gangsched._event('team', NULL, NULL, id, 'team added',
+                             jsonb_build_object('team', name, 'weight', weight)
+                             || CASE WHEN parent IS NOT NULL THEN jsonb_build_object('parent', parent) ELSE '{}' END);
     RETURN id;
 END $$;
 
@@ -283,6 +292,10 @@ BEGIN
                       HINT = 'Give a lending limit no larger than the nominal amount, or NULL to lend all of it.';
         END IF;
     END IF;
+    -- team trees: the quotas below the team fit inside its new one, and
+    -- its new one inside its quota parent's (the carve-out rule)
+    PERFORM gangsched._check_carve(tid, pid, format('set_quota(%L, %L, %s)', team, pool, gpus));
+    PERFORM gangsched._check_carve(gangsched._quota_parent(tid, pid), pid, format('set_quota(%L, %L, %s)', team, pool, gpus));
     PERFORM gangsched._event('quota', NULL, NULL, tid, 'quota set',
                              jsonb_build_object('team', team, 'pool', pool, 'gpus', gpus, 'cpus', cpus,
                                                 'mem_gb', mem_gb, 'net_gbps', net_gbps,

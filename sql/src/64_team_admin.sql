@@ -11,8 +11,12 @@ ALTER TABLE gangsched.teams
 
 -- Teams form a tree (docs/fairness.md, "Team trees"): NULL is a top-level
 -- team. Jobs go to leaf teams; a parent's children share what it gets.
+-- That parent_id names a team is checked by the constraint trigger
+-- teams_parent_exists (64_team_tree.sql), not a foreign key: pg_dump warns
+-- of "circular foreign-key constraints" on every dump of an extension
+-- table that references itself.
 ALTER TABLE gangsched.teams
-    ADD COLUMN parent_id int REFERENCES gangsched.teams,
+    ADD COLUMN parent_id int,
     ADD CONSTRAINT teams_parent_not_self CHECK (parent_id <> id);
 CREATE INDEX teams_parent_idx ON gangsched.teams (parent_id) WHERE parent_id IS NOT NULL;
 
@@ -50,7 +54,7 @@ BEGIN
     PERFORM gangsched._wake();
 END $$;
 
--- Remove a team that has no jobs at all: live ones must end first, and
+-- Remove a team that has no subteams and no jobs at all: live ones must end first, and
 -- finished ones stay (the history refers to the team) until
 -- archive_history() has moved them. Its quotas and portal bindings go
 -- with it; its events stay.
@@ -77,6 +81,14 @@ BEGIN
             USING ERRCODE = 'object_in_use',
                   DETAIL = 'The allocation history and the analysts'' views name the team of every job they keep.',
                   HINT = 'Move them to the archive first with gangsched.archive_history(before); a closed team takes no new work meanwhile.';
+    END IF;
+    IF EXISTS (SELECT FROM gangsched.teams c WHERE c.parent_id = tid) THEN
+        RAISE EXCEPTION 'team "%" has subteams', team
+            USING ERRCODE = 'object_in_use',
+                  DETAIL = format('Its children are: %s.', (SELECT string_agg(c.name, ', ' ORDER BY c.name)
+                                                             FROM gangsched.teams c WHERE c.parent_id = tid)),
+                  HINT = 'Remove its subteams first, or move them with gangsched.set_team_parent(team, parent) '
+                         '(parent NULL: to the top level).';
     END IF;
     DELETE FROM gangsched.quotas q WHERE q.team_id = tid;
     DELETE FROM gangsched.team_pending c WHERE c.team_id = tid;

@@ -13,7 +13,8 @@ RETURNS SETOF record LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'gs_queue';
 -- weighted dominant share of the job's team when it is tried and whether it
 -- would run on borrowed capacity (beyond its team's nominal quota); for the
 -- jobs of a team whose order is las, its LAS queue and the GPU-seconds it
--- has held so far (NULL for other teams' jobs).
+-- has held so far (NULL for other teams' jobs); the team's place in the
+-- tree (path, depth, parent).
 -- The rows of _queue() the caller may see (see the jobs view).
 CREATE FUNCTION gangsched._queue_visible(OUT "position" int, OUT job bigint, OUT dominant_share float8,
                                          OUT would_borrow bool, OUT fits_now bool, OUT reason text,
@@ -40,10 +41,12 @@ END $$;
 CREATE VIEW gangsched.queue AS
 SELECT q.position, q.job, t.name AS team, j.name, j.priority, j.workers, j.gpus, j.preemptible,
        round(q.dominant_share::numeric, 4) AS dominant_share, q.would_borrow, q.fits_now, q.reason,
-       j.submitted_at, q.las_queue, q.attained_gpu_seconds
+       j.submitted_at, q.las_queue, q.attained_gpu_seconds,
+       tt.path, tt.depth, tt.parent
   FROM gangsched._queue_visible() q
   JOIN gangsched.gangs j ON j.id = q.job
   JOIN gangsched.teams t ON t.id = j.team_id
+  JOIN gangsched._team_tree tt ON tt.team_id = j.team_id
  ORDER BY q.position NULLS LAST, q.job;
 
 -- Per team and pool: nominal quota, what the team holds, what it borrows,
@@ -58,12 +61,23 @@ SELECT q.position, q.job, t.name AS team, j.name, j.priority, j.workers, j.gpus,
 -- GPUs beyond that come out of idle quotas, and they are charged to the
 -- teams pro rata to what each may lend (its idle quota, capped by its
 -- lending limit).
+--
+-- Team trees: every team has rows, inner teams too; a team's used,
+-- borrowed and lent amounts and its dominant share are those of its whole
+-- subtree (for a leaf: its own), its nominal quota and limits its own row
+-- of gangsched.quotas. Only leaves lend (an inner team's quota is carved
+-- into its children's), and the pool's unassigned capacity is what the
+-- topmost quotas (those with no quota above them in the tree) leave.
+-- fair_share: the subtree's hierarchical weighted DRF share of the cluster
+-- over use plus pending demand (_fair_shares, 64_team_tree.sql). With a
+-- one-level tree every row is what it was without trees.
 CREATE VIEW gangsched._team_shares_rows AS
 WITH cap AS (
     SELECT sum(n.gpus) AS gpus, sum(n.cpus) AS cpus, sum(n.mem_gb) AS mem, sum(n.net_gbps) AS net
       FROM gangsched.nodes n WHERE n.state = 'up'),
 pool_cap AS (
     SELECT n.pool_id, sum(n.gpus) AS gpus FROM gangsched.nodes n WHERE n.state = 'up' GROUP BY n.pool_id),
+tree AS MATERIALIZED (SELECT * FROM gangsched._team_tree),
 held AS (
     SELECT a.team_id, n.pool_id, sum(a.gpus) AS gpus, sum(a.cpus) AS cpus, sum(a.mem_gb) AS mem,
            sum(a.net_gbps) AS net, COALESCE(sum(a.gpus) FILTER (WHERE a.borrowed), 0) AS borrowed_gpus
@@ -82,16 +96,20 @@ team_held AS (
             SELECT g.team_id, g.gpus, h.cpus, h.mem_gb, h.net_gbps
               FROM gangsched.holds h JOIN gangsched.gangs g ON g.id = h.job) x
      GROUP BY x.team_id),
+-- each team's own rows, as without trees
 rows AS (
-    SELECT t.id AS team_id, p.id AS pool_id, t.name AS team, p.name AS pool, t.weight,
-           q.gpus AS nominal_gpus, q.cpus AS nominal_cpus, q.mem_gb AS nominal_mem_gb, q.net_gbps AS nominal_net_gbps,
-           q.borrow_gpus AS borrowing_limit_gpus, q.lend_gpus AS lending_limit_gpus,
+    SELECT t.id AS team_id, p.id AS pool_id,
+           q.gpus AS nominal_gpus,
            COALESCE(h.gpus, 0) AS used_gpus, COALESCE(h.cpus, 0) AS used_cpus,
            COALESCE(h.mem, 0) AS used_mem_gb, COALESCE(h.net, 0) AS used_net_gbps,
            COALESCE(h.borrowed_gpus, 0) AS borrowed_gpus,
-           LEAST(GREATEST(COALESCE(q.gpus, 0) - COALESCE(h.gpus, 0), 0),
-                 COALESCE(q.lend_gpus, 'Infinity'::numeric)) AS lendable_gpus
-      FROM gangsched.teams t CROSS JOIN gangsched.pools p
+           CASE WHEN tr.leaf THEN LEAST(GREATEST(COALESCE(q.gpus, 0) - COALESCE(h.gpus, 0), 0),
+                                        COALESCE(q.lend_gpus, 'Infinity'::numeric)) ELSE 0 END AS lendable_gpus,
+           -- a topmost quota: no quota above it in the tree
+           q.team_id IS NOT NULL AND NOT EXISTS (
+               SELECT FROM gangsched.quotas x
+                WHERE x.pool_id = p.id AND x.team_id = ANY (tr.ancestors) AND x.team_id <> t.id) AS topmost
+      FROM gangsched.teams t JOIN tree tr ON tr.team_id = t.id CROSS JOIN gangsched.pools p
       LEFT JOIN gangsched._effective_quotas q ON q.team_id = t.id AND q.pool_id = p.id
       LEFT JOIN held h ON h.team_id = t.id AND h.pool_id = p.id
      WHERE q.team_id IS NOT NULL OR h.team_id IS NOT NULL),
@@ -99,20 +117,43 @@ pool_lent AS (
     -- borrowed GPUs of the pool that its unassigned capacity does not cover
     SELECT r.pool_id,
            LEAST(sum(r.borrowed_gpus),
-                 GREATEST(sum(r.borrowed_gpus) - (COALESCE(max(pc.gpus), 0) - COALESCE(sum(r.nominal_gpus), 0)), 0)) AS gpus,
+                 GREATEST(sum(r.borrowed_gpus) - (COALESCE(max(pc.gpus), 0)
+                                                  - COALESCE(sum(r.nominal_gpus) FILTER (WHERE r.topmost), 0)), 0)) AS gpus,
            sum(r.lendable_gpus) AS lendable
       FROM rows r LEFT JOIN pool_cap pc ON pc.pool_id = r.pool_id
-     GROUP BY r.pool_id)
-SELECT r.team, r.pool, r.weight, r.nominal_gpus, r.nominal_cpus, r.nominal_mem_gb, r.nominal_net_gbps,
-       r.borrowing_limit_gpus, r.lending_limit_gpus,
-       r.used_gpus, r.used_cpus, r.used_mem_gb, r.used_net_gbps, r.borrowed_gpus,
-       round(CASE WHEN pl.lendable > 0 THEN r.lendable_gpus * LEAST(1, pl.gpus / pl.lendable) ELSE 0 END, 3) AS lent_gpus,
+     GROUP BY r.pool_id),
+lent AS (
+    SELECT r.*, CASE WHEN pl.lendable > 0 THEN r.lendable_gpus * LEAST(1, pl.gpus / pl.lendable) ELSE 0 END AS lent_gpus
+      FROM rows r JOIN pool_lent pl ON pl.pool_id = r.pool_id),
+-- a team's rows: the sums over its subtree's own rows
+sub AS (
+    SELECT a.id AS team_id, l.pool_id, sum(l.used_gpus) AS used_gpus, sum(l.used_cpus) AS used_cpus,
+           sum(l.used_mem_gb) AS used_mem_gb, sum(l.used_net_gbps) AS used_net_gbps,
+           sum(l.borrowed_gpus) AS borrowed_gpus, sum(l.lent_gpus) AS lent_gpus
+      FROM lent l JOIN tree tr ON tr.team_id = l.team_id CROSS JOIN LATERAL unnest(tr.ancestors) a(id)
+     GROUP BY 1, 2),
+sub_held AS (
+    SELECT a.id AS team_id, sum(th.gpus) AS gpus, sum(th.cpus) AS cpus, sum(th.mem) AS mem, sum(th.net) AS net
+      FROM team_held th JOIN tree tr ON tr.team_id = th.team_id CROSS JOIN LATERAL unnest(tr.ancestors) a(id)
+     GROUP BY 1)
+SELECT t.name AS team, p.name AS pool, t.weight, q.gpus AS nominal_gpus, q.cpus AS nominal_cpus,
+       q.mem_gb AS nominal_mem_gb, q.net_gbps AS nominal_net_gbps,
+       q.borrow_gpus AS borrowing_limit_gpus, q.lend_gpus AS lending_limit_gpus,
+       s.used_gpus, s.used_cpus, s.used_mem_gb, s.used_net_gbps, s.borrowed_gpus,
+       round(s.lent_gpus, 3) AS lent_gpus,
        round((GREATEST(COALESCE(th.gpus / NULLIF(cap.gpus, 0), 0), COALESCE(th.cpus / NULLIF(cap.cpus, 0), 0),
                        COALESCE(th.mem / NULLIF(cap.mem, 0), 0), COALESCE(th.net / NULLIF(cap.net, 0), 0))
-              / r.weight)::numeric, 4) AS dominant_share
-  FROM rows r CROSS JOIN cap JOIN pool_lent pl ON pl.pool_id = r.pool_id
-  LEFT JOIN team_held th ON th.team_id = r.team_id
- ORDER BY r.pool, r.team;
+              / t.weight)::numeric, 4) AS dominant_share,
+       tr.path, tr.depth, tr.parent,
+       round(COALESCE(f.fair_share, 0)::numeric, 4) AS fair_share
+  FROM sub s CROSS JOIN cap
+  JOIN gangsched.teams t ON t.id = s.team_id
+  JOIN gangsched.pools p ON p.id = s.pool_id
+  JOIN tree tr ON tr.team_id = s.team_id
+  LEFT JOIN gangsched._effective_quotas q ON q.team_id = s.team_id AND q.pool_id = s.pool_id
+  LEFT JOIN sub_held th ON th.team_id = s.team_id
+  LEFT JOIN gangsched._fair_shares() f ON f.team_id = s.team_id
+ ORDER BY p.name, t.name;
 
 -- Readers get the rows above through a function that runs without JIT: the
 -- view's plan is estimated above jit_above_cost on a large cluster and

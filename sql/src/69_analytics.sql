@@ -196,39 +196,83 @@ SELECT b.k, b.weighted
   FROM arr, gangsched._bucketize(arr.key, arr.ks, arr.ke, arr.fp, arr.lp, arr.w, $3) b
 $$;
 
+-- The `by` argument of usage(), queue_waits() and preemption_summary():
+-- 'team' (each team's own figures) or 'subtree' (each team's figures
+-- summed over its subtree in the tree as it is now). 22023 otherwise.
+CREATE FUNCTION gangsched._check_by(by text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF by IS NULL OR by NOT IN ('team', 'subtree') THEN
+        RAISE EXCEPTION 'invalid by "%"', COALESCE(by, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Use by => ''team'' for each team''s own figures or by => ''subtree'' to roll them up by subtree.';
+    END IF;
+END $$;
+
+-- Which teams' figures each team's row sums: itself (by 'team'), or every
+-- team of its subtree (by 'subtree'): (team_id, member).
+CREATE FUNCTION gangsched._rollup(by text) RETURNS TABLE (team_id int, member int)
+LANGUAGE sql STABLE AS $$
+    SELECT a.id, tr.team_id
+      FROM gangsched._team_tree tr
+     CROSS JOIN LATERAL unnest(CASE WHEN $1 = 'subtree' THEN tr.ancestors ELSE ARRAY[tr.team_id] END) a(id)
+$$;
+
 -- Per bucket and team: GPU-hours held, their share of the cluster's
 -- capacity in that bucket, the team's nominal GPU quota (all pools) in
 -- force at the bucket's end, and the GPU-hours held as borrowed capacity.
--- Every team has a row in every bucket.
-CREATE FUNCTION gangsched.usage("from" timestamptz, "to" timestamptz, bucket interval DEFAULT '1 hour')
+-- Every team has a row in every bucket, with its path and depth in the
+-- tree. by => 'subtree': a team's figures are those of its whole subtree
+-- (the tree as it is now); its quota, per pool, the sum of the topmost
+-- quotas in force inside the subtree (a quota below another is carved out
+-- of it and not counted again).
+CREATE FUNCTION gangsched.usage("from" timestamptz, "to" timestamptz, bucket interval DEFAULT '1 hour',
+                                by text DEFAULT 'team')
 RETURNS TABLE (bucket_start timestamptz, bucket_end timestamptz, team text, gpu_hours float8,
                share_of_capacity float8, quota_gpus numeric, borrowed_gpu_hours float8,
-               capacity_gpu_hours float8)
+               capacity_gpu_hours float8, path text, depth int)
 LANGUAGE sql STABLE SET jit = off AS $$
+SELECT gangsched._check_by($4);
 WITH p AS (SELECT gangsched._bucket_seconds($1, $2, $3) AS bs),
 b AS (SELECT x.* FROM p, gangsched._buckets($1, $2, p.bs) x),
+tr AS MATERIALIZED (SELECT * FROM gangsched._team_tree),
+roll AS MATERIALIZED (SELECT * FROM gangsched._rollup($4)),
 al AS (
     SELECT x.k, x.team_id, sum(x.gpu_seconds) AS gs, sum(x.gpu_seconds) FILTER (WHERE x.borrowed) AS bgs
       FROM p, gangsched._allocated($1, $2, p.bs) x GROUP BY 1, 2),
+alr AS (
+    SELECT al.k, roll.team_id, sum(al.gs) AS gs, sum(al.bgs) AS bgs
+      FROM al JOIN roll ON roll.member = al.team_id GROUP BY 1, 2),
 cap AS (SELECT x.* FROM p, gangsched._capacity($1, $2, p.bs) x),
 quota AS (
     -- each set_quota() is in force from its event until the next one for the same team and pool
-    SELECT e.team_id, (e.detail->>'gpus')::numeric AS gpus, e.at AS since,
+    SELECT e.team_id, e.detail->>'pool' AS pool, (e.detail->>'gpus')::numeric AS gpus, e.at AS since,
            COALESCE(lead(e.at) OVER (PARTITION BY e.team_id, e.detail->>'pool' ORDER BY e.at, e.id), 'infinity') AS until
       FROM gangsched.events e
      WHERE e.kind = 'quota'),
-qb AS (
-    SELECT b.k, q.team_id, sum(q.gpus) AS gpus
+qp AS MATERIALIZED (
+    SELECT b.k, q.team_id, q.pool, q.gpus
       FROM b JOIN quota q ON q.since < b.bucket_end AND b.bucket_end <= q.until
+     WHERE q.gpus IS NOT NULL),
+qb AS (
+    SELECT qp.k, roll.team_id, sum(qp.gpus) AS gpus
+      FROM qp JOIN roll ON roll.member = qp.team_id
+      JOIN tr m ON m.team_id = qp.team_id
+      JOIN tr t ON t.team_id = roll.team_id
+     WHERE m.depth = t.depth
+        OR NOT EXISTS (SELECT FROM qp x WHERE x.k = qp.k AND x.pool = qp.pool
+                                          AND x.team_id = ANY (m.ancestors[t.depth : m.depth - 1]))
      GROUP BY 1, 2)
 SELECT b.bucket_start, b.bucket_end, t.name,
        COALESCE(al.gs, 0) / 3600,
        CASE WHEN cap.gpu_seconds > 0 THEN COALESCE(al.gs, 0) / cap.gpu_seconds END,
        COALESCE(qb.gpus, 0),
        COALESCE(al.bgs, 0) / 3600,
-       COALESCE(cap.gpu_seconds, 0) / 3600
+       COALESCE(cap.gpu_seconds, 0) / 3600,
+       tr.path, tr.depth
   FROM b CROSS JOIN gangsched.teams t
-  LEFT JOIN al ON al.k = b.k AND al.team_id = t.id
+  JOIN tr ON tr.team_id = t.id
+  LEFT JOIN alr al ON al.k = b.k AND al.team_id = t.id
   LEFT JOIN cap ON cap.k = b.k
   LEFT JOIN qb ON qb.k = b.k AND qb.team_id = t.id
  WHERE b.bucket_end > b.bucket_start
@@ -289,28 +333,41 @@ $$;
 -- teams (team NULL): the wait of a job is from its submit to its first
 -- placement ('submitted' and first 'placed' event), wherever that falls.
 -- Jobs not placed yet (still waiting) and jobs that never were (expired,
--- cancelled) are counted apart and have no wait.
-CREATE FUNCTION gangsched.queue_waits("from" timestamptz, "to" timestamptz)
+-- cancelled) are counted apart and have no wait. by => 'subtree': a team's
+-- row counts the jobs of its whole subtree. path: the team's path in the
+-- tree (NULL on the all-teams row).
+CREATE FUNCTION gangsched.queue_waits("from" timestamptz, "to" timestamptz, by text DEFAULT 'team')
 RETURNS TABLE (team text, submitted bigint, placed bigint, still_waiting bigint, never_placed bigint,
-               mean_s float8, p50_s float8, p95_s float8, max_s float8)
+               mean_s float8, p50_s float8, p95_s float8, max_s float8, path text)
 LANGUAGE sql STABLE SET jit = off AS $$
 SELECT gangsched._bucket_seconds($1, $2, $2 - $1);   -- refuses a bad window
+SELECT gangsched._check_by($3);
 WITH s AS (
     SELECT e.job, e.team_id, e.at
       FROM gangsched.events e
      WHERE e.kind = 'submitted' AND e.at >= $1 AND e.at < $2 AND e.job IS NOT NULL),
-w AS (
+w AS MATERIALIZED (
     SELECT s.team_id, g.state,
            date_part('epoch', (SELECT min(e.at) FROM gangsched.events e WHERE e.job = s.job AND e.kind = 'placed') - s.at) AS wait
       FROM s JOIN gangsched.gangs g ON g.id = s.job)
-SELECT t.name, count(*), count(w.wait),
-       count(*) FILTER (WHERE w.wait IS NULL AND w.state IN ('pending', 'nominated')),
-       count(*) FILTER (WHERE w.wait IS NULL AND w.state NOT IN ('pending', 'nominated')),
-       avg(w.wait), percentile_cont(0.5) WITHIN GROUP (ORDER BY w.wait),
-       percentile_cont(0.95) WITHIN GROUP (ORDER BY w.wait), max(w.wait)
-  FROM w JOIN gangsched.teams t ON t.id = w.team_id
- GROUP BY GROUPING SETS ((t.name), ())
- ORDER BY t.name NULLS LAST
+SELECT * FROM (
+    SELECT t.name, count(*), count(w.wait),
+           count(*) FILTER (WHERE w.wait IS NULL AND w.state IN ('pending', 'nominated')),
+           count(*) FILTER (WHERE w.wait IS NULL AND w.state NOT IN ('pending', 'nominated')),
+           avg(w.wait), percentile_cont(0.5) WITHIN GROUP (ORDER BY w.wait),
+           percentile_cont(0.95) WITHIN GROUP (ORDER BY w.wait), max(w.wait), tr.path
+      FROM w JOIN gangsched._rollup($3) r ON r.member = w.team_id
+      JOIN gangsched.teams t ON t.id = r.team_id
+      JOIN gangsched._team_tree tr ON tr.team_id = r.team_id
+     GROUP BY t.name, tr.path
+    UNION ALL
+    SELECT NULL, count(*), count(w.wait),
+           count(*) FILTER (WHERE w.wait IS NULL AND w.state IN ('pending', 'nominated')),
+           count(*) FILTER (WHERE w.wait IS NULL AND w.state NOT IN ('pending', 'nominated')),
+           avg(w.wait), percentile_cont(0.5) WITHIN GROUP (ORDER BY w.wait),
+           percentile_cont(0.95) WITHIN GROUP (ORDER BY w.wait), max(w.wait), NULL
+      FROM w) x
+ ORDER BY 1 NULLS LAST
 $$;
 
 -- Preemptions in [from, to), per team of the victims and for all teams
@@ -319,13 +376,15 @@ $$;
 -- deadline), the work they lost (GPU-hours since their last checkpoint,
 -- as recorded by the requeue), how many jobs of the team preempted
 -- others ('nominated'), and the other requeues (node down, start timeout)
--- with their own lost work.
-CREATE FUNCTION gangsched.preemption_summary("from" timestamptz, "to" timestamptz)
+-- with their own lost work. by => 'subtree': a team's row sums its whole
+-- subtree. path: the team's path in the tree (NULL on the all-teams row).
+CREATE FUNCTION gangsched.preemption_summary("from" timestamptz, "to" timestamptz, by text DEFAULT 'team')
 RETURNS TABLE (team text, preemptions bigint, released bigint, killed bigint, lost_gpu_hours float8,
-               preemptors bigint, other_requeues bigint, other_lost_gpu_hours float8)
+               preemptors bigint, other_requeues bigint, other_lost_gpu_hours float8, path text)
 LANGUAGE sql STABLE SET jit = off AS $$
 SELECT gangsched._bucket_seconds($1, $2, $2 - $1);   -- refuses a bad window
-WITH e AS (
+SELECT gangsched._check_by($3);
+WITH e AS MATERIALIZED (
     SELECT e.team_id, e.kind,
            CASE WHEN e.kind <> 'requeued' THEN NULL
                 WHEN e.reason LIKE 'preempted for job %' THEN 'released'
@@ -333,18 +392,35 @@ WITH e AS (
                 ELSE 'other' END AS how,
            COALESCE((e.detail->>'lost_gpu_seconds')::float8, 0) AS lost
       FROM gangsched.events e
-     WHERE e.at >= $1 AND e.at < $2 AND e.kind IN ('preempting', 'requeued', 'nominated'))
-SELECT t.name,
-       count(*) FILTER (WHERE e.kind = 'preempting'),
-       count(*) FILTER (WHERE e.how = 'released'),
-       count(*) FILTER (WHERE e.how = 'killed'),
-       COALESCE(sum(e.lost) FILTER (WHERE e.how IN ('released', 'killed')), 0) / 3600,
-       count(*) FILTER (WHERE e.kind = 'nominated'),
-       count(*) FILTER (WHERE e.how = 'other'),
-       COALESCE(sum(e.lost) FILTER (WHERE e.how = 'other'), 0) / 3600
-  FROM e JOIN gangsched.teams t ON t.id = e.team_id
- GROUP BY GROUPING SETS ((t.name), ())
- ORDER BY t.name NULLS LAST
+     WHERE e.at >= $1 AND e.at < $2 AND e.kind IN ('preempting', 'requeued', 'nominated')),
+-- the events of teams that exist (as the join to teams always kept them)
+et AS (SELECT e.* FROM e WHERE EXISTS (SELECT FROM gangsched.teams t WHERE t.id = e.team_id))
+SELECT * FROM (
+    SELECT t.name,
+           count(*) FILTER (WHERE et.kind = 'preempting'),
+           count(*) FILTER (WHERE et.how = 'released'),
+           count(*) FILTER (WHERE et.how = 'killed'),
+           COALESCE(sum(et.lost) FILTER (WHERE et.how IN ('released', 'killed')), 0) / 3600,
+           count(*) FILTER (WHERE et.kind = 'nominated'),
+           count(*) FILTER (WHERE et.how = 'other'),
+           COALESCE(sum(et.lost) FILTER (WHERE et.how = 'other'), 0) / 3600,
+           tr.path
+      FROM et JOIN gangsched._rollup($3) r ON r.member = et.team_id
+      JOIN gangsched.teams t ON t.id = r.team_id
+      JOIN gangsched._team_tree tr ON tr.team_id = r.team_id
+     GROUP BY t.name, tr.path
+    UNION ALL
+    SELECT NULL,
+           count(*) FILTER (WHERE et.kind = 'preempting'),
+           count(*) FILTER (WHERE et.how = 'released'),
+           count(*) FILTER (WHERE et.how = 'killed'),
+           COALESCE(sum(et.lost) FILTER (WHERE et.how IN ('released', 'killed')), 0) / 3600,
+           count(*) FILTER (WHERE et.kind = 'nominated'),
+           count(*) FILTER (WHERE et.how = 'other'),
+           COALESCE(sum(et.lost) FILTER (WHERE et.how = 'other'), 0) / 3600,
+           NULL
+      FROM et) x
+ ORDER BY 1 NULLS LAST
 $$;
 
 -- Per bucket: mean jobs and GPUs waiting (pending or nominated: submitted

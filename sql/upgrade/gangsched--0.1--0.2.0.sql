@@ -3690,3 +3690,1029 @@ LANGUAGE sql STABLE AS $$
           FROM gangsched._effective_quotas q
          WHERE q.team_id = _beyond_nominal.team_id AND q.pool_id = _beyond_nominal.pool_id), false) END
 $$;
+
+-- ==== treesql: team tree administration and views ====
+-- Team trees (issue 15): add_team(name, weight, parent), set_team_parent,
+-- remove_team refused with children, submit refused to a team with
+-- children (55S01), a portal bound to a team acts for its subtree, the
+-- quota carve-out rule in set_quota, path / depth / parent / fair_share in
+-- queue and team_shares, usage / queue_waits / preemption_summary by subtree.
+-- ---------------------------------------------------------------------
+-- teams.parent_id: a constraint trigger instead of the foreign key
+-- (pg_dump warns on every dump of an extension table that references itself)
+ALTER TABLE gangsched.teams DROP CONSTRAINT teams_parent_id_fkey;
+
+-- teams.parent_id names an existing team, and a team with children is not
+-- deleted: what a foreign key would check (64_team_admin.sql says why it is
+-- not one), checked at the end of each statement as a foreign key is, so
+-- a restore may load the rows in any order. The API refuses both earlier,
+-- with the reasons (add_team, set_team_parent, remove_team); this catches
+-- writes that bypass it.
+CREATE FUNCTION gangsched._teams_parent_check() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        IF EXISTS (SELECT FROM gangsched.teams c WHERE c.parent_id = OLD.id) THEN
+            RAISE EXCEPTION 'team "%" is the parent of other teams', OLD.name
+                USING ERRCODE = 'foreign_key_violation',
+                      HINT = 'Remove its subteams first, or move them with gangsched.set_team_parent(team, parent).';
+        END IF;
+    ELSIF NEW.parent_id IS NOT NULL AND NOT EXISTS (SELECT FROM gangsched.teams p WHERE p.id = NEW.parent_id) THEN
+        RAISE EXCEPTION 'team "%" names parent team id %, which does not exist', NEW.name, NEW.parent_id
+            USING ERRCODE = 'foreign_key_violation',
+                  HINT = 'Set a team''s parent with gangsched.add_team(name, weight, parent) or gangsched.set_team_parent(team, parent).';
+    END IF;
+    RETURN NULL;
+END $$;
+
+CREATE CONSTRAINT TRIGGER teams_parent_exists AFTER INSERT OR UPDATE OF parent_id OR DELETE ON gangsched.teams
+    FOR EACH ROW EXECUTE FUNCTION gangsched._teams_parent_check();
+
+-- Every team with its place in the tree: the parent's name, the path of
+-- names from the top ('research/vision'), the depth (1 at the top), the
+-- ids from the top-level team down to the team itself, and whether it is
+-- a leaf (has no children). set_team_parent() keeps the tree acyclic, so
+-- every team is reached from a top-level team. Internal: the queue and
+-- team_shares views and the analyst functions read it.
+CREATE VIEW gangsched._team_tree AS
+WITH RECURSIVE tr AS (
+    SELECT t.id, t.name AS path, 1 AS depth, ARRAY[t.id] AS ancestors
+      FROM gangsched.teams t WHERE t.parent_id IS NULL
+    UNION ALL
+    SELECT c.id, tr.path || '/' || c.name, tr.depth + 1, tr.ancestors || c.id
+      FROM tr JOIN gangsched.teams c ON c.parent_id = tr.id)
+SELECT tr.id AS team_id, t.name, t.parent_id, p.name AS parent, tr.path, tr.depth, tr.ancestors,
+       NOT EXISTS (SELECT FROM gangsched.teams k WHERE k.parent_id = tr.id) AS leaf
+  FROM tr JOIN gangsched.teams t ON t.id = tr.id
+  LEFT JOIN gangsched.teams p ON p.id = t.parent_id;
+
+-- A team about to become a parent (add_team(parent => ...),
+-- set_team_parent()) must have no live job: jobs go to leaf teams. The
+-- row lock (FOR UPDATE) waits for a submit to it that is still open (its
+-- foreign key holds the row FOR KEY SHARE) and makes a later one wait, and
+-- then see the child (_check_team_limits).
+CREATE FUNCTION gangsched._check_new_parent(pid int, parent text, action text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    live bigint;
+BEGIN
+    PERFORM FROM gangsched.teams t WHERE t.id = pid FOR UPDATE;
+    SELECT count(*) INTO live FROM gangsched.gangs g
+     WHERE g.team_id = pid AND g.state IN ('pending', 'nominated', 'placed', 'running', 'preempting');
+    IF live > 0 THEN
+        RAISE EXCEPTION 'team "%" has % live jobs and cannot become a parent', parent, live
+            USING ERRCODE = 'object_in_use',
+                  DETAIL = format('Jobs go to leaf teams only; %s would put a team under "%s".', action, parent),
+                  HINT = format('Let the jobs of team "%s" end (or cancel them) first, or put the new team elsewhere; '
+                                'close_team(%L) stops new submits meanwhile.', parent, parent);
+    END IF;
+END $$;
+
+-- The nearest proper ancestor of team `tid` with a quota in pool `pid`
+-- (NULL: none): the team whose nominal quota tid's is carved out of.
+CREATE FUNCTION gangsched._quota_parent(tid int, pid int) RETURNS int
+LANGUAGE sql STABLE AS $$
+    WITH RECURSIVE up(id, parent_id, n) AS (
+        SELECT t.id, t.parent_id, 0 FROM gangsched.teams t WHERE t.id = $1
+        UNION
+        SELECT t.id, t.parent_id, up.n + 1 FROM up JOIN gangsched.teams t ON t.id = up.parent_id)
+    SELECT up.id FROM up
+     WHERE up.n > 0 AND EXISTS (SELECT FROM gangsched.quotas q WHERE q.team_id = up.id AND q.pool_id = $2)
+     ORDER BY up.n LIMIT 1
+$$;
+
+-- The carve-out rule: if team `tid` has a quota in pool `pid`, the nominal
+-- quotas of its nearest descendants with a quota there (children, or
+-- grandchildren under a child without one, ...) must fit inside it, for
+-- every resource its quota governs. 22023 otherwise, naming the pool and
+-- the amounts. `action` says what was being done.
+CREATE FUNCTION gangsched._check_carve(tid int, pid int, action text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    q    record;
+    s    record;
+    tn   text;
+    pn   text;
+    res  text;
+    own  numeric;
+    sub  numeric;
+    who  text;
+BEGIN
+    IF tid IS NULL THEN
+        RETURN;
+    END IF;
+    SELECT e.gpus, e.cpus, e.mem_gb, e.net_gbps INTO q
+      FROM gangsched._effective_quotas e WHERE e.team_id = tid AND e.pool_id = pid;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    WITH RECURSIVE d(id, has) AS (
+        SELECT c.id, EXISTS (SELECT FROM gangsched.quotas x WHERE x.team_id = c.id AND x.pool_id = pid)
+          FROM gangsched.teams c WHERE c.parent_id = tid
+        UNION
+        SELECT c.id, EXISTS (SELECT FROM gangsched.quotas x WHERE x.team_id = c.id AND x.pool_id = pid)
+          FROM d JOIN gangsched.teams c ON c.parent_id = d.id
+         WHERE NOT d.has)
+    SELECT COALESCE(sum(e.gpus), 0) AS gpus, COALESCE(sum(e.cpus), 0) AS cpus,
+           COALESCE(sum(e.mem_gb), 0) AS mem_gb, COALESCE(sum(e.net_gbps), 0) AS net_gbps,
+           string_agg(format('%s %s', t.name, trim_scale(e.gpus)), ', ' ORDER BY t.name) AS who_gpus,
+           string_agg(format('%s %s', t.name, trim_scale(e.cpus)), ', ' ORDER BY t.name) AS who_cpus,
+           string_agg(format('%s %s', t.name, trim_scale(e.mem_gb)), ', ' ORDER BY t.name) AS who_mem_gb,
+           string_agg(format('%s %s', t.name, trim_scale(e.net_gbps)), ', ' ORDER BY t.name) AS who_net_gbps
+      INTO s
+      FROM d JOIN gangsched._effective_quotas e ON e.team_id = d.id AND e.pool_id = pid
+      JOIN gangsched.teams t ON t.id = d.id
+     WHERE d.has;
+    IF q.gpus < s.gpus THEN
+        res := 'GPUs'; own := q.gpus; sub := s.gpus; who := s.who_gpus;
+    ELSIF q.cpus < s.cpus THEN
+        res := 'CPUs'; own := q.cpus; sub := s.cpus; who := s.who_cpus;
+    ELSIF q.mem_gb < s.mem_gb THEN
+        res := 'GB of memory'; own := q.mem_gb; sub := s.mem_gb; who := s.who_mem_gb;
+    ELSIF q.net_gbps < s.net_gbps THEN
+        res := 'Gbit/s of network'; own := q.net_gbps; sub := s.net_gbps; who := s.who_net_gbps;
+    ELSE
+        RETURN;
+    END IF;
+    SELECT t.name INTO tn FROM gangsched.teams t WHERE t.id = tid;
+    SELECT p.name INTO pn FROM gangsched.pools p WHERE p.id = pid;
+    RAISE EXCEPTION 'the nominal quotas under team "%" in pool "%" would be % %, more than its own %',
+                    tn, pn, trim_scale(sub), res, trim_scale(own)
+        USING ERRCODE = 'invalid_parameter_value',
+              DETAIL = format('A subteam''s nominal quota is carved out of its parent''s; %s would leave team "%s" '
+                              'with %s %s in pool "%s" and the quotas below it at %s %s (%s).',
+                              action, tn, trim_scale(own), res, pn, trim_scale(sub), res, who),
+              HINT = format('Raise the quota of team "%s" in pool "%s" first (gangsched.set_quota), '
+                            'or lower the quotas below it.', tn, pn);
+END $$;
+
+-- Move team `team` (with its subtree) under `parent`, or to the top level
+-- (parent NULL). Its quotas, weights, members and history stay; from the
+-- next round its subtree shares what the new parent gets.
+CREATE FUNCTION gangsched.set_team_parent(team text, parent text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    tid  int := gangsched._team_id(team);
+    pid  int := CASE WHEN parent IS NOT NULL THEN gangsched._team_id(parent) END;
+    old  int;
+    p    record;
+BEGIN
+    -- one tree change at a time, so two moves cannot close a cycle between
+    -- them (submits and rounds do not take this lock)
+    LOCK TABLE gangsched.teams IN SHARE ROW EXCLUSIVE MODE;
+    SELECT t.parent_id INTO old FROM gangsched.teams t WHERE t.id = tid;
+    IF old IS NOT DISTINCT FROM pid THEN
+        RETURN;
+    END IF;
+    IF pid IS NOT NULL THEN
+        IF pid = tid OR EXISTS (SELECT FROM gangsched._team_tree x WHERE x.team_id = pid AND tid = ANY (x.ancestors)) THEN
+            RAISE EXCEPTION 'team "%" cannot move under "%", which is %', team, parent,
+                            CASE WHEN pid = tid THEN 'itself' ELSE 'in its own subtree' END
+                USING ERRCODE = 'invalid_parameter_value',
+                      DETAIL = format('Team "%s" is at %s; teams form a tree, without cycles.', parent,
+                                      (SELECT x.path FROM gangsched._team_tree x WHERE x.team_id = pid)),
+                      HINT = format('Move "%s" out of the subtree of "%s" first, or choose a parent outside it.', parent, team);
+        END IF;
+        PERFORM gangsched._check_new_parent(pid, parent, format('set_team_parent(%L, %L)', team, parent));
+    END IF;
+    UPDATE gangsched.teams t SET parent_id = pid WHERE t.id = tid;
+    -- the subtree's nominal quotas must fit under its new quota parents
+    FOR p IN SELECT DISTINCT q.pool_id FROM gangsched.quotas q
+              WHERE q.team_id IN (SELECT x.team_id FROM gangsched._team_tree x WHERE tid = ANY (x.ancestors)) LOOP
+        PERFORM gangsched._check_carve(gangsched._quota_parent(tid, p.pool_id), p.pool_id,
+                                       format('moving team "%s" under "%s"', team, COALESCE(parent, 'the top level')));
+    END LOOP;
+    PERFORM gangsched._event('team', NULL, NULL, tid, 'team parent set',
+                             jsonb_build_object('team', team, 'parent', parent,
+                                                'was', (SELECT t.name FROM gangsched.teams t WHERE t.id = old)));
+    PERFORM gangsched._wake();
+END $$;
+
+-- Weighted max-min fair split of a capacity among siblings, by dominant
+-- share (progressive filling, as DRF defines it): every sibling's share
+-- grows in proportion to its weight, along the direction of its demand,
+-- until its demand is met or a resource it needs runs out. cap is
+-- [GPUs, CPUs, GB, Gbit/s]; demand holds 4 numbers per sibling, in the
+-- order of weight. Returns each sibling's dominant share of cap (a
+-- resource of capacity 0 is left out).
+CREATE FUNCTION gangsched._drf_split(cap float8[], demand float8[], weight float8[]) RETURNS float8[]
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    n      int := COALESCE(array_length(weight, 1), 0);
+    u      float8[] := array_fill(0::float8, ARRAY[4 * GREATEST(n, 1)]);
+    d      float8[] := array_fill(0::float8, ARRAY[GREATEST(n, 1)]);
+    s      float8[] := array_fill(0::float8, ARRAY[GREATEST(n, 1)]);
+    active bool[] := array_fill(false, ARRAY[GREATEST(n, 1)]);
+    used   float8[] := ARRAY[0, 0, 0, 0]::float8[];
+    i      int;
+    r      int;
+    t      float8;
+    rate   float8;
+    x      float8;
+    nleft  int := n;
+BEGIN
+    FOR i IN 1 .. n LOOP
+        FOR r IN 1 .. 4 LOOP
+            x := CASE WHEN cap[r] > 0 THEN COALESCE(demand[4 * (i - 1) + r], 0) / cap[r] ELSE 0 END;
+            u[4 * (i - 1) + r] := x;
+            d[i] := GREATEST(d[i], x);
+        END LOOP;
+        IF d[i] > 0 THEN
+            active[i] := true;
+            FOR r IN 1 .. 4 LOOP
+                u[4 * (i - 1) + r] := u[4 * (i - 1) + r] / d[i];
+            END LOOP;
+        ELSE
+            nleft := nleft - 1;
+        END IF;
+    END LOOP;
+    WHILE nleft > 0 LOOP
+        -- the next event: a sibling's demand met, or a resource used up
+        t := 'Infinity';
+        FOR i IN 1 .. n LOOP
+            IF active[i] THEN
+                t := LEAST(t, (d[i] - s[i]) / weight[i]);
+            END IF;
+        END LOOP;
+        FOR r IN 1 .. 4 LOOP
+            rate := 0;
+            FOR i IN 1 .. n LOOP
+                IF active[i] THEN
+                    rate := rate + weight[i] * u[4 * (i - 1) + r];
+                END IF;
+            END LOOP;
+            IF rate > 0 THEN
+                t := LEAST(t, GREATEST(1 - used[r], 0) / rate);
+            END IF;
+        END LOOP;
+        FOR i IN 1 .. n LOOP
+            IF active[i] THEN
+                s[i] := s[i] + weight[i] * t;
+            END IF;
+        END LOOP;
+        FOR r IN 1 .. 4 LOOP
+            used[r] := 0;
+            FOR i IN 1 .. n LOOP
+                used[r] := used[r] + s[i] * u[4 * (i - 1) + r];
+            END LOOP;
+        END LOOP;
+        FOR i IN 1 .. n LOOP
+            IF active[i] AND s[i] >= d[i] * (1 - 1e-12) THEN
+                s[i] := d[i]; active[i] := false; nleft := nleft - 1;
+            END IF;
+        END LOOP;
+        FOR r IN 1 .. 4 LOOP
+            IF used[r] >= 1 - 1e-12 THEN
+                FOR i IN 1 .. n LOOP
+                    IF active[i] AND u[4 * (i - 1) + r] > 0 THEN
+                        active[i] := false; nleft := nleft - 1;
+                    END IF;
+                END LOOP;
+            END IF;
+        END LOOP;
+    END LOOP;
+    RETURN s[1:n];
+END $$;
+
+-- Each team's fair share (the fair_share column of team_shares): the
+-- dominant share of the cluster (up nodes, all pools, as dominant_share)
+-- that hierarchical weighted DRF gives its subtree, over what the
+-- subtree's teams hold now plus what their pending jobs ask for. Top-level
+-- teams split the cluster; the children of a team split what it gets.
+-- Computed in memory (no temporary table: it runs on standbys too).
+CREATE FUNCTION gangsched._fair_shares(OUT team_id int, OUT fair_share float8)
+RETURNS SETOF record LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    cap    float8[];
+    ids    int[];
+    par    int[];
+    w      float8[];
+    d      float8[];
+    n      int;
+    pos    int[] := '{}';
+    alloc  float8[];
+    kids   int[];
+    dem    float8[];
+    ww     float8[];
+    sh     float8[];
+    pc     float8[];
+    g      int;
+    i      int;
+    j      int;
+    r      int;
+    dom    float8;
+    k      float8;
+BEGIN
+    SELECT ARRAY[COALESCE(sum(x.gpus), 0), COALESCE(sum(x.cpus), 0), COALESCE(sum(x.mem_gb), 0),
+                 COALESCE(sum(x.net_gbps), 0)]::float8[]
+      INTO cap FROM gangsched.nodes x WHERE x.state = 'up';
+    -- what each team holds (as team_shares counts it) and asks for,
+    -- parents before their children (by depth)
+    WITH own AS (
+        -- float8 throughout (the gangs' f_ copies of the request), each
+        -- part summed per team first: a share needs no exact sums, and
+        -- numeric arithmetic over the queue's rows was most of the time
+        SELECT x.team_id, sum(x.gpus) AS gpus, sum(x.cpus) AS cpus, sum(x.mem) AS mem, sum(x.net) AS net
+          FROM (SELECT a.team_id, sum(a.gpus::float8) AS gpus, sum(a.cpus::float8) AS cpus,
+                       sum(a.mem_gb::float8) AS mem, sum(a.net_gbps::float8) AS net
+                  FROM gangsched.allocations a
+                 WHERE upper_inf(a.during)
+                   AND NOT EXISTS (SELECT FROM gangsched.gangs j WHERE j.id = a.job AND j.state = 'preempting')
+                 GROUP BY a.team_id
+                UNION ALL
+                SELECT j.team_id, sum(j.f_gpus), sum(h.cpus::float8), sum(h.mem_gb::float8), sum(h.net_gbps::float8)
+                  FROM gangsched.holds h JOIN gangsched.gangs j ON j.id = h.job
+                 GROUP BY j.team_id
+                UNION ALL
+                SELECT j.team_id, sum(j.workers * j.f_gpus), sum(j.workers * j.f_cpus), sum(j.workers * j.f_mem_gb),
+                       sum(j.workers * j.f_net_gbps)
+                  FROM gangsched.gangs j WHERE j.state = 'pending'
+                 GROUP BY j.team_id) x
+         GROUP BY x.team_id),
+    tm AS (
+        SELECT tr.team_id, tr.parent_id, tr.depth, t.weight::float8 AS weight,
+               COALESCE(o.gpus, 0) AS gpus, COALESCE(o.cpus, 0) AS cpus, COALESCE(o.mem, 0) AS mem,
+               COALESCE(o.net, 0) AS net
+          FROM gangsched._team_tree tr JOIN gangsched.teams t ON t.id = tr.team_id
+          LEFT JOIN own o ON o.team_id = tr.team_id)
+    SELECT array_agg(s.team_id ORDER BY s.depth, s.team_id), array_agg(s.parent_id ORDER BY s.depth, s.team_id),
+           array_agg(s.weight ORDER BY s.depth, s.team_id),
+           (SELECT array_agg(x.v ORDER BY s2.depth, s2.team_id, x.o)
+              FROM tm s2 CROSS JOIN LATERAL unnest(ARRAY[s2.gpus, s2.cpus, s2.mem, s2.net]) WITH ORDINALITY x(v, o))
+      INTO ids, par, w, d
+      FROM tm s;
+    n := COALESCE(array_length(ids, 1), 0);
+    IF n = 0 THEN
+        RETURN;
+    END IF;
+    FOR i IN 1 .. n LOOP
+        pos[ids[i]] := i;
+    END LOOP;
+    -- a subtree's demand: its teams' own, summed bottom up (a child comes
+    -- after its parent in this order)
+    FOR i IN REVERSE n .. 1 LOOP
+        IF par[i] IS NOT NULL THEN
+            j := pos[par[i]];
+            FOR r IN 1 .. 4 LOOP
+                d[4 * (j - 1) + r] := d[4 * (j - 1) + r] + d[4 * (i - 1) + r];
+            END LOOP;
+        END IF;
+    END LOOP;
+    alloc := array_fill(0::float8, ARRAY[4 * n]);
+    -- top down: the siblings under each parent (0: the top level) split
+    -- the parent's allocation
+    FOR g IN 0 .. n LOOP
+        IF g = 0 THEN
+            pc := cap;
+        ELSIF ids[g] = ANY (par) THEN
+            pc := alloc[4 * g - 3 : 4 * g];
+        ELSE
+            CONTINUE;
+        END IF;
+        kids := '{}'; dem := '{}'; ww := '{}';
+        FOR i IN 1 .. n LOOP
+            IF (g = 0 AND par[i] IS NULL) OR (g > 0 AND par[i] = ids[g]) THEN
+                kids := kids || i; dem := dem || d[4 * i - 3 : 4 * i]; ww := ww || w[i];
+            END IF;
+        END LOOP;
+        sh := gangsched._drf_split(pc, dem, ww);
+        FOR j IN 1 .. COALESCE(array_length(kids, 1), 0) LOOP
+            i := kids[j];
+            -- the sibling's allocation: its demand scaled to its share
+            dom := 0;
+            FOR r IN 1 .. 4 LOOP
+                IF pc[r] > 0 THEN
+                    dom := GREATEST(dom, d[4 * (i - 1) + r] / pc[r]);
+                END IF;
+            END LOOP;
+            k := CASE WHEN dom > 0 THEN sh[j] / dom ELSE 0 END;
+            team_id := ids[i];
+            fair_share := 0;
+            FOR r IN 1 .. 4 LOOP
+                alloc[4 * (i - 1) + r] := CASE WHEN pc[r] > 0 THEN k * d[4 * (i - 1) + r] ELSE 0 END;
+                IF cap[r] > 0 THEN
+                    fair_share := GREATEST(fair_share, alloc[4 * (i - 1) + r] / cap[r]);
+                END IF;
+            END LOOP;
+            RETURN NEXT;
+        END LOOP;
+    END LOOP;
+END $$;
+
+DROP FUNCTION gangsched.add_team(text, numeric);
+
+-- A new team, at the top level or under `parent` (docs/fairness.md, "Team
+-- trees"); a parent must not have live jobs (jobs go to leaf teams).
+CREATE FUNCTION gangsched.add_team(name text, weight numeric DEFAULT 1, parent text DEFAULT NULL) RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+    id  int;
+    pid int;
+BEGIN
+    IF name IS NULL OR btrim(name) = '' THEN
+        RAISE EXCEPTION 'team name must not be empty'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Name the team, for example ''vision''.';
+    END IF;
+    PERFORM gangsched._check_name(name, 'team name');
+    PERFORM gangsched._check_weight(weight);
+    IF EXISTS (SELECT FROM gangsched.teams t WHERE t.name = add_team.name) THEN
+        RAISE EXCEPTION 'team "%" already exists', name
+            USING ERRCODE = 'unique_violation', HINT = 'Choose another name or use the existing team.';
+    END IF;
+    IF parent IS NOT NULL THEN
+        pid := gangsched._team_id(parent);
+        PERFORM gangsched._check_new_parent(pid, parent, format('add_team(%L, parent => %L)', name, parent));
+    END IF;
+    INSERT INTO gangsched.teams (name, weight, parent_id) VALUES (name, weight, pid) RETURNING teams.id INTO id;
+    -- the pending-count cache of submit(): a new team has no jobs
+    INSERT INTO gangsched.team_pending (team_id, pending, upto, counted_at)
+    SELECT id, 0, s.last_value, pg_catalog.now() FROM gangsched.queue_position_seq s;
+    PERFORM gangsched._event('team', NULL, NULL, id, 'team added',
+                             jsonb_build_object('team', name, 'weight', weight)
+                             || CASE WHEN parent IS NOT NULL THEN jsonb_build_object('parent', parent) ELSE '{}' END);
+    RETURN id;
+END $$;
+
+CREATE OR REPLACE FUNCTION gangsched.set_quota(team text, pool text, gpus numeric, cpus numeric DEFAULT NULL,
+                                    mem_gb numeric DEFAULT NULL, net_gbps numeric DEFAULT NULL,
+                                    borrowing_limit_gpus numeric DEFAULT NULL, lending_limit_gpus numeric DEFAULT NULL,
+                                    borrowing_limit_cpus numeric DEFAULT NULL, lending_limit_cpus numeric DEFAULT NULL,
+                                    borrowing_limit_mem_gb numeric DEFAULT NULL, lending_limit_mem_gb numeric DEFAULT NULL,
+                                    borrowing_limit_net_gbps numeric DEFAULT NULL, lending_limit_net_gbps numeric DEFAULT NULL)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    tid int := gangsched._team_id(team);
+    pid int := gangsched._pool_id(pool);
+    eff record;
+BEGIN
+    PERFORM gangsched._check_amount(gpus, 'gpus');
+    -- cpus and mem_gb: NULL is proportional to the team's GPU share of the
+    -- pool, 'Infinity' not governed (sql/src/62_quotas.sql)
+    PERFORM gangsched._check_amount(NULLIF(cpus, 'Infinity'::numeric), 'cpus', true);
+    PERFORM gangsched._check_amount(NULLIF(mem_gb, 'Infinity'::numeric), 'mem_gb', true);
+    PERFORM gangsched._check_amount(net_gbps, 'net_gbps', true);
+    PERFORM gangsched._check_amount(borrowing_limit_gpus, 'borrowing_limit_gpus', true);
+    PERFORM gangsched._check_amount(borrowing_limit_cpus, 'borrowing_limit_cpus', true);
+    PERFORM gangsched._check_amount(borrowing_limit_mem_gb, 'borrowing_limit_mem_gb', true);
+    PERFORM gangsched._check_amount(borrowing_limit_net_gbps, 'borrowing_limit_net_gbps', true);
+    PERFORM gangsched._check_amount(lending_limit_gpus, 'lending_limit_gpus', true);
+    PERFORM gangsched._check_amount(lending_limit_cpus, 'lending_limit_cpus', true);
+    PERFORM gangsched._check_amount(lending_limit_mem_gb, 'lending_limit_mem_gb', true);
+    PERFORM gangsched._check_amount(lending_limit_net_gbps, 'lending_limit_net_gbps', true);
+    IF lending_limit_gpus > gpus OR lending_limit_cpus > cpus OR lending_limit_mem_gb > mem_gb
+       OR lending_limit_net_gbps > net_gbps THEN
+        RAISE EXCEPTION 'lending limit exceeds the nominal quota'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'A lending limit caps how much of the team''s own idle nominal quota others may borrow.',
+                  HINT = 'Give a lending limit no larger than the nominal amount, or NULL to lend all of it.';
+    END IF;
+    INSERT INTO gangsched.quotas AS q (team_id, pool_id, gpus, cpus, mem_gb, net_gbps,
+                                       borrow_gpus, borrow_cpus, borrow_mem_gb, borrow_net_gbps,
+                                       lend_gpus, lend_cpus, lend_mem_gb, lend_net_gbps)
+    VALUES (tid, pid, gpus, cpus, mem_gb, net_gbps,
+            borrowing_limit_gpus, borrowing_limit_cpus, borrowing_limit_mem_gb, borrowing_limit_net_gbps,
+            lending_limit_gpus, lending_limit_cpus, lending_limit_mem_gb, lending_limit_net_gbps)
+    ON CONFLICT (team_id, pool_id) DO UPDATE
+       SET gpus = EXCLUDED.gpus, cpus = EXCLUDED.cpus, mem_gb = EXCLUDED.mem_gb, net_gbps = EXCLUDED.net_gbps,
+           borrow_gpus = EXCLUDED.borrow_gpus, borrow_cpus = EXCLUDED.borrow_cpus,
+           borrow_mem_gb = EXCLUDED.borrow_mem_gb, borrow_net_gbps = EXCLUDED.borrow_net_gbps,
+           lend_gpus = EXCLUDED.lend_gpus, lend_cpus = EXCLUDED.lend_cpus,
+           lend_mem_gb = EXCLUDED.lend_mem_gb, lend_net_gbps = EXCLUDED.lend_net_gbps;
+    -- a lending limit above the proportional amount of a NULL cpus / mem_gb,
+    -- against the pool's nodes as they are now (later the view caps it)
+    IF (cpus IS NULL AND lending_limit_cpus IS NOT NULL) OR (mem_gb IS NULL AND lending_limit_mem_gb IS NOT NULL) THEN
+        SELECT e.cpus, e.mem_gb INTO eff FROM gangsched._effective_quotas e WHERE e.team_id = tid AND e.pool_id = pid;
+        IF (cpus IS NULL AND lending_limit_cpus > eff.cpus) OR (mem_gb IS NULL AND lending_limit_mem_gb > eff.mem_gb) THEN
+            RAISE EXCEPTION 'lending limit exceeds the nominal quota'
+                USING ERRCODE = 'invalid_parameter_value',
+                      DETAIL = CASE WHEN cpus IS NULL AND lending_limit_cpus > eff.cpus
+                                    THEN format('cpus left NULL is proportional to the team''s GPU share of pool %s: %s CPUs.', pool, eff.cpus)
+                                    ELSE format('mem_gb left NULL is proportional to the team''s GPU share of pool %s: %s GB.', pool, eff.mem_gb) END,
+                      HINT = 'Give a lending limit no larger than the nominal amount, or NULL to lend all of it.';
+        END IF;
+    END IF;
+    -- team trees: the quotas below the team fit inside its new one, and
+    -- its new one inside its quota parent's (the carve-out rule)
+    PERFORM gangsched._check_carve(tid, pid, format('set_quota(%L, %L, %s)', team, pool, gpus));
+    PERFORM gangsched._check_carve(gangsched._quota_parent(tid, pid), pid, format('set_quota(%L, %L, %s)', team, pool, gpus));
+    PERFORM gangsched._event('quota', NULL, NULL, tid, 'quota set',
+                             jsonb_build_object('team', team, 'pool', pool, 'gpus', gpus, 'cpus', cpus,
+                                                'mem_gb', mem_gb, 'net_gbps', net_gbps,
+                                                'borrowing_limit_gpus', borrowing_limit_gpus,
+                                                'lending_limit_gpus', lending_limit_gpus));
+END $$;
+
+-- submit()'s per-team limits: 53S08 for a gang above the team's worker
+-- limit, 53S07 when the team already has as many pending jobs as it may.
+-- O(1) while the team is far from its pending limit (one index lookup and
+-- a read of the sequence); near it, a count of the team's pending jobs on
+-- gangs_team_idx, stopped at the limit.
+CREATE OR REPLACE FUNCTION gangsched._check_team_limits(tid int, workers int) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    r       record;
+    lim     int;
+    wlim    int;
+    seq     bigint;
+    n       int;
+BEGIN
+    SELECT t.name, t.max_pending, t.max_workers_per_gang, c.pending, c.upto, c.counted_at,
+           (SELECT s.last_value FROM gangsched.queue_position_seq s) AS seq, t.closed_at, t.closed_reason
+      INTO r
+      FROM gangsched.teams t LEFT JOIN gangsched.team_pending c ON c.team_id = t.id
+     WHERE t.id = tid FOR KEY SHARE OF t;
+    IF r.closed_at IS NOT NULL THEN
+        RAISE EXCEPTION 'team "%" is closed to new work', r.name
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = format('Closed at %s%s. Its queued jobs stay queued and are not placed; its running jobs run on.',
+                                  r.closed_at, COALESCE(': ' || r.closed_reason, '')),
+                  HINT = format('Ask the operator to reopen it with gangsched.open_team(%L).', r.name);
+    END IF;
+    -- jobs go to leaf teams (the row lock above orders this against
+    -- add_team / set_team_parent making the team a parent)
+    IF EXISTS (SELECT FROM gangsched.teams c WHERE c.parent_id = tid) THEN
+        RAISE EXCEPTION 'team "%" has subteams and takes no jobs of its own', r.name
+            USING ERRCODE = '55S01',
+                  DETAIL = format('Jobs go to leaf teams; the leaves under "%s" are: %s.', r.name,
+                                  (SELECT string_agg(x.path, ', ' ORDER BY x.path) FROM gangsched._team_tree x
+                                    WHERE x.leaf AND tid = ANY (x.ancestors))),
+                  HINT = 'Submit to one of its leaf teams.';
+    END IF;
+    wlim := COALESCE(r.max_workers_per_gang,
+                     pg_catalog.current_setting('gangsched.max_workers_per_gang', true)::int, 4096);
+    IF workers > wlim THEN
+        RAISE EXCEPTION 'the gang of % workers is larger than team "%" may submit', workers, r.name
+            USING ERRCODE = '53S08',
+                  DETAIL = format('Team "%s" may submit gangs of at most %s workers (%s).', r.name, wlim,
+                                  CASE WHEN r.max_workers_per_gang IS NOT NULL THEN 'its own limit'
+                                       ELSE 'gangsched.max_workers_per_gang' END),
+                  HINT = 'Ask for fewer workers, or ask the operator to raise the limit with gangsched.set_team_limits().';
+    END IF;
+    lim := COALESCE(r.max_pending,
+                    pg_catalog.current_setting('gangsched.max_pending_per_team', true)::int, 10000);
+    IF r.pending IS NOT NULL AND r.pending + (r.seq - r.upto) < lim
+       AND r.counted_at > pg_catalog.now() - interval '10 seconds' THEN
+        RETURN;
+    END IF;
+    -- count again: the sequence first, so jobs submitted meanwhile are in
+    -- the next bound
+    seq := r.seq;
+    SELECT count(*)::int INTO n
+      FROM (SELECT FROM gangsched.gangs g WHERE g.team_id = tid AND g.state = 'pending' LIMIT lim) s;
+    IF n >= lim THEN
+        RAISE EXCEPTION 'team "%" has % pending jobs, as many as it may have', r.name, n
+            USING ERRCODE = '53S07',
+                  DETAIL = format('Team "%s" may have at most %s pending jobs (%s).', r.name, lim,
+                                  CASE WHEN r.max_pending IS NOT NULL THEN 'its own limit'
+                                       ELSE 'gangsched.max_pending_per_team' END),
+                  HINT = 'Submit again when some of its jobs have started or ended, cancel jobs it no longer needs, '
+                         'or ask the operator to raise the limit with gangsched.set_team_limits().';
+    END IF;
+    -- remember the count unless another submit is remembering one (never wait)
+    PERFORM FROM gangsched.team_pending c WHERE c.team_id = tid FOR UPDATE SKIP LOCKED;
+    IF FOUND THEN
+        UPDATE gangsched.team_pending c SET pending = n, upto = seq, counted_at = pg_catalog.now()
+         WHERE c.team_id = tid;
+    END IF;
+END $$;
+
+-- Whether the caller acts for team `tid` (operators act for every team):
+-- a role bound to a team acts for every team of its subtree (team trees,
+-- docs/security.md).
+CREATE OR REPLACE FUNCTION gangsched._acts_for_team(tid int) RETURNS bool
+LANGUAGE plpgsql AS $$
+DECLARE
+    c oid;
+BEGIN
+    IF gangsched._is_operator() THEN
+        RETURN true;
+    END IF;
+    c := gangsched._caller();
+    RETURN EXISTS (WITH RECURSIVE up(id) AS (
+                       SELECT tid
+                       UNION
+                       SELECT t.parent_id FROM up JOIN gangsched.teams t ON t.id = up.id WHERE t.parent_id IS NOT NULL)
+                   SELECT FROM gangsched.members m JOIN up ON m.team_id = up.id
+                    WHERE pg_catalog.pg_has_role(c, m.role, 'MEMBER'));
+END $$;
+
+-- What the caller may see in the jobs, queue and placements views: every
+-- row (operators, analysts) or its teams' rows (portals: the teams it is
+-- bound to and their subtrees); commands only of its own teams
+-- (operators: all).
+CREATE OR REPLACE FUNCTION gangsched._visibility(OUT all_rows bool, OUT all_commands bool, OUT teams int[])
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    c oid := gangsched._caller();
+BEGIN
+    all_commands := gangsched._is_operator();
+    all_rows := all_commands OR pg_catalog.pg_has_role(c, 'gangsched_analyst', 'MEMBER');
+    -- the teams it is bound to and their subtrees
+    WITH RECURSIVE b(id) AS (
+        SELECT m.team_id FROM gangsched.members m WHERE pg_catalog.pg_has_role(c, m.role, 'MEMBER')
+        UNION
+        SELECT t.id FROM b JOIN gangsched.teams t ON t.parent_id = b.id)
+    SELECT COALESCE(pg_catalog.array_agg(b.id ORDER BY b.id), '{}') INTO teams FROM b;
+END $$;
+
+-- Remove a team that has no subteams and no jobs at all: live ones must end first, and
+-- finished ones stay (the history refers to the team) until
+-- archive_history() has moved them. Its quotas and portal bindings go
+-- with it; its events stay.
+CREATE OR REPLACE FUNCTION gangsched.remove_team(team text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    tid  int := gangsched._team_id(team);
+    live bigint;
+    hist bigint;
+BEGIN
+    PERFORM FROM gangsched.teams t WHERE t.id = tid FOR UPDATE;
+    SELECT count(*) FILTER (WHERE g.state IN ('pending', 'nominated', 'placed', 'running', 'preempting')),
+           count(*)
+      INTO live, hist
+      FROM gangsched.gangs g WHERE g.team_id = tid;
+    IF live > 0 THEN
+        RAISE EXCEPTION 'team "%" has % live jobs', team, live
+            USING ERRCODE = 'object_in_use',
+                  DETAIL = 'A team is removed only when none of its jobs is pending, nominated, placed, running or preempting.',
+                  HINT = format('Close it with gangsched.close_team(%L) so it takes no new work, cancel or wait for its jobs, then remove it.', team);
+    END IF;
+    IF hist > 0 THEN
+        RAISE EXCEPTION 'team "%" still has % ended jobs in the history', team, hist
+            USING ERRCODE = 'object_in_use',
+                  DETAIL = 'The allocation history and the analysts'' views name the team of every job they keep.',
+                  HINT = 'Move them to the archive first with gangsched.archive_history(before); a closed team takes no new work meanwhile.';
+    END IF;
+    IF EXISTS (SELECT FROM gangsched.teams c WHERE c.parent_id = tid) THEN
+        RAISE EXCEPTION 'team "%" has subteams', team
+            USING ERRCODE = 'object_in_use',
+                  DETAIL = format('Its children are: %s.', (SELECT string_agg(c.name, ', ' ORDER BY c.name)
+                                                             FROM gangsched.teams c WHERE c.parent_id = tid)),
+                  HINT = 'Remove its subteams first, or move them with gangsched.set_team_parent(team, parent) '
+                         '(parent NULL: to the top level).';
+    END IF;
+    DELETE FROM gangsched.quotas q WHERE q.team_id = tid;
+    DELETE FROM gangsched.team_pending c WHERE c.team_id = tid;
+    DELETE FROM gangsched.teams t WHERE t.id = tid;     -- members go by ON DELETE CASCADE
+    PERFORM gangsched._event('team', NULL, NULL, tid, 'team removed', jsonb_build_object('team', team));
+END $$;
+
+CREATE OR REPLACE VIEW gangsched.queue AS
+SELECT q.position, q.job, t.name AS team, j.name, j.priority, j.workers, j.gpus, j.preemptible,
+       round(q.dominant_share::numeric, 4) AS dominant_share, q.would_borrow, q.fits_now, q.reason,
+       j.submitted_at, q.las_queue, q.attained_gpu_seconds,
+       tt.path, tt.depth, tt.parent
+  FROM gangsched._queue_visible() q
+  JOIN gangsched.gangs j ON j.id = q.job
+  JOIN gangsched.teams t ON t.id = j.team_id
+  JOIN gangsched._team_tree tt ON tt.team_id = j.team_id
+ ORDER BY q.position;
+
+CREATE OR REPLACE VIEW gangsched._team_shares_rows AS
+WITH cap AS (
+    SELECT sum(n.gpus) AS gpus, sum(n.cpus) AS cpus, sum(n.mem_gb) AS mem, sum(n.net_gbps) AS net
+      FROM gangsched.nodes n WHERE n.state = 'up'),
+pool_cap AS (
+    SELECT n.pool_id, sum(n.gpus) AS gpus FROM gangsched.nodes n WHERE n.state = 'up' GROUP BY n.pool_id),
+tree AS MATERIALIZED (SELECT * FROM gangsched._team_tree),
+held AS (
+    SELECT a.team_id, n.pool_id, sum(a.gpus) AS gpus, sum(a.cpus) AS cpus, sum(a.mem_gb) AS mem,
+           sum(a.net_gbps) AS net, COALESCE(sum(a.gpus) FILTER (WHERE a.borrowed), 0) AS borrowed_gpus
+      FROM gangsched.allocations a JOIN gangsched.nodes n ON n.id = a.node_id
+     WHERE upper_inf(a.during)
+     GROUP BY a.team_id, n.pool_id),
+-- what the share counts, as the round does (src/loader.c): current
+-- allocations except those of gangs told to stop (leaving), and the
+-- capacity held for nominated jobs (arriving)
+team_held AS (
+    SELECT x.team_id, sum(x.gpus) AS gpus, sum(x.cpus) AS cpus, sum(x.mem) AS mem, sum(x.net) AS net
+      FROM (SELECT a.team_id, a.gpus, a.cpus, a.mem_gb AS mem, a.net_gbps AS net
+              FROM gangsched.allocations a JOIN gangsched.gangs g ON g.id = a.job
+             WHERE upper_inf(a.during) AND g.state <> 'preempting'
+            UNION ALL
+            SELECT g.team_id, g.gpus, h.cpus, h.mem_gb, h.net_gbps
+              FROM gangsched.holds h JOIN gangsched.gangs g ON g.id = h.job) x
+     GROUP BY x.team_id),
+-- each team's own rows, as without trees
+rows AS (
+    SELECT t.id AS team_id, p.id AS pool_id,
+           q.gpus AS nominal_gpus,
+           COALESCE(h.gpus, 0) AS used_gpus, COALESCE(h.cpus, 0) AS used_cpus,
+           COALESCE(h.mem, 0) AS used_mem_gb, COALESCE(h.net, 0) AS used_net_gbps,
+           COALESCE(h.borrowed_gpus, 0) AS borrowed_gpus,
+           CASE WHEN tr.leaf THEN LEAST(GREATEST(COALESCE(q.gpus, 0) - COALESCE(h.gpus, 0), 0),
+                                        COALESCE(q.lend_gpus, 'Infinity'::numeric)) ELSE 0 END AS lendable_gpus,
+           -- a topmost quota: no quota above it in the tree
+           q.team_id IS NOT NULL AND NOT EXISTS (
+               SELECT FROM gangsched.quotas x
+                WHERE x.pool_id = p.id AND x.team_id = ANY (tr.ancestors) AND x.team_id <> t.id) AS topmost
+      FROM gangsched.teams t JOIN tree tr ON tr.team_id = t.id CROSS JOIN gangsched.pools p
+      LEFT JOIN gangsched._effective_quotas q ON q.team_id = t.id AND q.pool_id = p.id
+      LEFT JOIN held h ON h.team_id = t.id AND h.pool_id = p.id
+     WHERE q.team_id IS NOT NULL OR h.team_id IS NOT NULL),
+pool_lent AS (
+    -- borrowed GPUs of the pool that its unassigned capacity does not cover
+    SELECT r.pool_id,
+           LEAST(sum(r.borrowed_gpus),
+                 GREATEST(sum(r.borrowed_gpus) - (COALESCE(max(pc.gpus), 0)
+                                                  - COALESCE(sum(r.nominal_gpus) FILTER (WHERE r.topmost), 0)), 0)) AS gpus,
+           sum(r.lendable_gpus) AS lendable
+      FROM rows r LEFT JOIN pool_cap pc ON pc.pool_id = r.pool_id
+     GROUP BY r.pool_id),
+lent AS (
+    SELECT r.*, CASE WHEN pl.lendable > 0 THEN r.lendable_gpus * LEAST(1, pl.gpus / pl.lendable) ELSE 0 END AS lent_gpus
+      FROM rows r JOIN pool_lent pl ON pl.pool_id = r.pool_id),
+-- a team's rows: the sums over its subtree's own rows
+sub AS (
+    SELECT a.id AS team_id, l.pool_id, sum(l.used_gpus) AS used_gpus, sum(l.used_cpus) AS used_cpus,
+           sum(l.used_mem_gb) AS used_mem_gb, sum(l.used_net_gbps) AS used_net_gbps,
+           sum(l.borrowed_gpus) AS borrowed_gpus, sum(l.lent_gpus) AS lent_gpus
+      FROM lent l JOIN tree tr ON tr.team_id = l.team_id CROSS JOIN LATERAL unnest(tr.ancestors) a(id)
+     GROUP BY 1, 2),
+sub_held AS (
+    SELECT a.id AS team_id, sum(th.gpus) AS gpus, sum(th.cpus) AS cpus, sum(th.mem) AS mem, sum(th.net) AS net
+      FROM team_held th JOIN tree tr ON tr.team_id = th.team_id CROSS JOIN LATERAL unnest(tr.ancestors) a(id)
+     GROUP BY 1)
+SELECT t.name AS team, p.name AS pool, t.weight, q.gpus AS nominal_gpus, q.cpus AS nominal_cpus,
+       q.mem_gb AS nominal_mem_gb, q.net_gbps AS nominal_net_gbps,
+       q.borrow_gpus AS borrowing_limit_gpus, q.lend_gpus AS lending_limit_gpus,
+       s.used_gpus, s.used_cpus, s.used_mem_gb, s.used_net_gbps, s.borrowed_gpus,
+       round(s.lent_gpus, 3) AS lent_gpus,
+       round((GREATEST(COALESCE(th.gpus / NULLIF(cap.gpus, 0), 0), COALESCE(th.cpus / NULLIF(cap.cpus, 0), 0),
+                       COALESCE(th.mem / NULLIF(cap.mem, 0), 0), COALESCE(th.net / NULLIF(cap.net, 0), 0))
+              / t.weight)::numeric, 4) AS dominant_share,
+       tr.path, tr.depth, tr.parent,
+       round(COALESCE(f.fair_share, 0)::numeric, 4) AS fair_share
+  FROM sub s CROSS JOIN cap
+  JOIN gangsched.teams t ON t.id = s.team_id
+  JOIN gangsched.pools p ON p.id = s.pool_id
+  JOIN tree tr ON tr.team_id = s.team_id
+  LEFT JOIN gangsched._effective_quotas q ON q.team_id = s.team_id AND q.pool_id = s.pool_id
+  LEFT JOIN sub_held th ON th.team_id = s.team_id
+  LEFT JOIN gangsched._fair_shares() f ON f.team_id = s.team_id
+ ORDER BY p.name, t.name;
+
+CREATE OR REPLACE VIEW gangsched.team_shares AS
+SELECT s.* FROM gangsched._team_shares() s ORDER BY s.pool, s.team;
+
+-- The `by` argument of usage(), queue_waits() and preemption_summary():
+-- 'team' (each team's own figures) or 'subtree' (each team's figures
+-- summed over its subtree in the tree as it is now). 22023 otherwise.
+CREATE FUNCTION gangsched._check_by(by text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF by IS NULL OR by NOT IN ('team', 'subtree') THEN
+        RAISE EXCEPTION 'invalid by "%"', COALESCE(by, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Use by => ''team'' for each team''s own figures or by => ''subtree'' to roll them up by subtree.';
+    END IF;
+END $$;
+
+-- Which teams' figures each team's row sums: itself (by 'team'), or every
+-- team of its subtree (by 'subtree'): (team_id, member).
+CREATE FUNCTION gangsched._rollup(by text) RETURNS TABLE (team_id int, member int)
+LANGUAGE sql STABLE AS $$
+    SELECT a.id, tr.team_id
+      FROM gangsched._team_tree tr
+     CROSS JOIN LATERAL unnest(CASE WHEN $1 = 'subtree' THEN tr.ancestors ELSE ARRAY[tr.team_id] END) a(id)
+$$;
+
+DROP FUNCTION gangsched.usage(timestamptz, timestamptz, interval);
+
+-- Per bucket and team: GPU-hours held, their share of the cluster's
+-- capacity in that bucket, the team's nominal GPU quota (all pools) in
+-- force at the bucket's end, and the GPU-hours held as borrowed capacity.
+-- Every team has a row in every bucket, with its path and depth in the
+-- tree. by => 'subtree': a team's figures are those of its whole subtree
+-- (the tree as it is now); its quota, per pool, the sum of the topmost
+-- quotas in force inside the subtree (a quota below another is carved out
+-- of it and not counted again).
+CREATE FUNCTION gangsched.usage("from" timestamptz, "to" timestamptz, bucket interval DEFAULT '1 hour',
+                                by text DEFAULT 'team')
+RETURNS TABLE (bucket_start timestamptz, bucket_end timestamptz, team text, gpu_hours float8,
+               share_of_capacity float8, quota_gpus numeric, borrowed_gpu_hours float8,
+               capacity_gpu_hours float8, path text, depth int)
+LANGUAGE sql STABLE SET jit = off AS $$
+SELECT gangsched._check_by($4);
+WITH p AS (SELECT gangsched._bucket_seconds($1, $2, $3) AS bs),
+b AS (SELECT x.* FROM p, gangsched._buckets($1, $2, p.bs) x),
+tr AS MATERIALIZED (SELECT * FROM gangsched._team_tree),
+roll AS MATERIALIZED (SELECT * FROM gangsched._rollup($4)),
+al AS (
+    SELECT x.k, x.team_id, sum(x.gpu_seconds) AS gs, sum(x.gpu_seconds) FILTER (WHERE x.borrowed) AS bgs
+      FROM p, gangsched._allocated($1, $2, p.bs) x GROUP BY 1, 2),
+alr AS (
+    SELECT al.k, roll.team_id, sum(al.gs) AS gs, sum(al.bgs) AS bgs
+      FROM al JOIN roll ON roll.member = al.team_id GROUP BY 1, 2),
+cap AS (SELECT x.* FROM p, gangsched._capacity($1, $2, p.bs) x),
+quota AS (
+    -- each set_quota() is in force from its event until the next one for the same team and pool
+    SELECT e.team_id, e.detail->>'pool' AS pool, (e.detail->>'gpus')::numeric AS gpus, e.at AS since,
+           COALESCE(lead(e.at) OVER (PARTITION BY e.team_id, e.detail->>'pool' ORDER BY e.at, e.id), 'infinity') AS until
+      FROM gangsched.events e
+     WHERE e.kind = 'quota'),
+qp AS MATERIALIZED (
+    SELECT b.k, q.team_id, q.pool, q.gpus
+      FROM b JOIN quota q ON q.since < b.bucket_end AND b.bucket_end <= q.until
+     WHERE q.gpus IS NOT NULL),
+qb AS (
+    SELECT qp.k, roll.team_id, sum(qp.gpus) AS gpus
+      FROM qp JOIN roll ON roll.member = qp.team_id
+      JOIN tr m ON m.team_id = qp.team_id
+      JOIN tr t ON t.team_id = roll.team_id
+     WHERE m.depth = t.depth
+        OR NOT EXISTS (SELECT FROM qp x WHERE x.k = qp.k AND x.pool = qp.pool
+                                          AND x.team_id = ANY (m.ancestors[t.depth : m.depth - 1]))
+     GROUP BY 1, 2)
+SELECT b.bucket_start, b.bucket_end, t.name,
+       COALESCE(al.gs, 0) / 3600,
+       CASE WHEN cap.gpu_seconds > 0 THEN COALESCE(al.gs, 0) / cap.gpu_seconds END,
+       COALESCE(qb.gpus, 0),
+       COALESCE(al.bgs, 0) / 3600,
+       COALESCE(cap.gpu_seconds, 0) / 3600,
+       tr.path, tr.depth
+  FROM b CROSS JOIN gangsched.teams t
+  JOIN tr ON tr.team_id = t.id
+  LEFT JOIN alr al ON al.k = b.k AND al.team_id = t.id
+  LEFT JOIN cap ON cap.k = b.k
+  LEFT JOIN qb ON qb.k = b.k AND qb.team_id = t.id
+ WHERE b.bucket_end > b.bucket_start
+ ORDER BY b.bucket_start, t.name
+$$;
+
+DROP FUNCTION gangsched.queue_waits(timestamptz, timestamptz);
+
+-- Queue waits of the jobs submitted in [from, to), per team and for all
+-- teams (team NULL): the wait of a job is from its submit to its first
+-- placement ('submitted' and first 'placed' event), wherever that falls.
+-- Jobs not placed yet (still waiting) and jobs that never were (expired,
+-- cancelled) are counted apart and have no wait. by => 'subtree': a team's
+-- row counts the jobs of its whole subtree. path: the team's path in the
+-- tree (NULL on the all-teams row).
+CREATE FUNCTION gangsched.queue_waits("from" timestamptz, "to" timestamptz, by text DEFAULT 'team')
+RETURNS TABLE (team text, submitted bigint, placed bigint, still_waiting bigint, never_placed bigint,
+               mean_s float8, p50_s float8, p95_s float8, max_s float8, path text)
+LANGUAGE sql STABLE SET jit = off AS $$
+SELECT gangsched._bucket_seconds($1, $2, $2 - $1);   -- refuses a bad window
+SELECT gangsched._check_by($3);
+WITH s AS (
+    SELECT e.job, e.team_id, e.at
+      FROM gangsched.events e
+     WHERE e.kind = 'submitted' AND e.at >= $1 AND e.at < $2 AND e.job IS NOT NULL),
+w AS MATERIALIZED (
+    SELECT s.team_id, g.state,
+           date_part('epoch', (SELECT min(e.at) FROM gangsched.events e WHERE e.job = s.job AND e.kind = 'placed') - s.at) AS wait
+      FROM s JOIN gangsched.gangs g ON g.id = s.job)
+SELECT * FROM (
+    SELECT t.name, count(*), count(w.wait),
+           count(*) FILTER (WHERE w.wait IS NULL AND w.state IN ('pending', 'nominated')),
+           count(*) FILTER (WHERE w.wait IS NULL AND w.state NOT IN ('pending', 'nominated')),
+           avg(w.wait), percentile_cont(0.5) WITHIN GROUP (ORDER BY w.wait),
+           percentile_cont(0.95) WITHIN GROUP (ORDER BY w.wait), max(w.wait), tr.path
+      FROM w JOIN gangsched._rollup($3) r ON r.member = w.team_id
+      JOIN gangsched.teams t ON t.id = r.team_id
+      JOIN gangsched._team_tree tr ON tr.team_id = r.team_id
+     GROUP BY t.name, tr.path
+    UNION ALL
+    SELECT NULL, count(*), count(w.wait),
+           count(*) FILTER (WHERE w.wait IS NULL AND w.state IN ('pending', 'nominated')),
+           count(*) FILTER (WHERE w.wait IS NULL AND w.state NOT IN ('pending', 'nominated')),
+           avg(w.wait), percentile_cont(0.5) WITHIN GROUP (ORDER BY w.wait),
+           percentile_cont(0.95) WITHIN GROUP (ORDER BY w.wait), max(w.wait), NULL
+      FROM w) x
+ ORDER BY 1 NULLS LAST
+$$;
+
+DROP FUNCTION gangsched.preemption_summary(timestamptz, timestamptz);
+
+-- Preemptions in [from, to), per team of the victims and for all teams
+-- (team NULL): victims told to stop ('preempting' events), how they went
+-- ('requeued' events: released by their agent, or killed at their grace
+-- deadline), the work they lost (GPU-hours since their last checkpoint,
+-- as recorded by the requeue), how many jobs of the team preempted
+-- others ('nominated'), and the other requeues (node down, start timeout)
+-- with their own lost work. by => 'subtree': a team's row sums its whole
+-- subtree. path: the team's path in the tree (NULL on the all-teams row).
+CREATE FUNCTION gangsched.preemption_summary("from" timestamptz, "to" timestamptz, by text DEFAULT 'team')
+RETURNS TABLE (team text, preemptions bigint, released bigint, killed bigint, lost_gpu_hours float8,
+               preemptors bigint, other_requeues bigint, other_lost_gpu_hours float8, path text)
+LANGUAGE sql STABLE SET jit = off AS $$
+SELECT gangsched._bucket_seconds($1, $2, $2 - $1);   -- refuses a bad window
+SELECT gangsched._check_by($3);
+WITH e AS MATERIALIZED (
+    SELECT e.team_id, e.kind,
+           CASE WHEN e.kind <> 'requeued' THEN NULL
+                WHEN e.reason LIKE 'preempted for job %' THEN 'released'
+                WHEN e.reason LIKE 'killed at its grace deadline%' THEN 'killed'
+                ELSE 'other' END AS how,
+           COALESCE((e.detail->>'lost_gpu_seconds')::float8, 0) AS lost
+      FROM gangsched.events e
+     WHERE e.at >= $1 AND e.at < $2 AND e.kind IN ('preempting', 'requeued', 'nominated')),
+-- the events of teams that exist (as the join to teams always kept them)
+et AS (SELECT e.* FROM e WHERE EXISTS (SELECT FROM gangsched.teams t WHERE t.id = e.team_id))
+SELECT * FROM (
+    SELECT t.name,
+           count(*) FILTER (WHERE et.kind = 'preempting'),
+           count(*) FILTER (WHERE et.how = 'released'),
+           count(*) FILTER (WHERE et.how = 'killed'),
+           COALESCE(sum(et.lost) FILTER (WHERE et.how IN ('released', 'killed')), 0) / 3600,
+           count(*) FILTER (WHERE et.kind = 'nominated'),
+           count(*) FILTER (WHERE et.how = 'other'),
+           COALESCE(sum(et.lost) FILTER (WHERE et.how = 'other'), 0) / 3600,
+           tr.path
+      FROM et JOIN gangsched._rollup($3) r ON r.member = et.team_id
+      JOIN gangsched.teams t ON t.id = r.team_id
+      JOIN gangsched._team_tree tr ON tr.team_id = r.team_id
+     GROUP BY t.name, tr.path
+    UNION ALL
+    SELECT NULL,
+           count(*) FILTER (WHERE et.kind = 'preempting'),
+           count(*) FILTER (WHERE et.how = 'released'),
+           count(*) FILTER (WHERE et.how = 'killed'),
+           COALESCE(sum(et.lost) FILTER (WHERE et.how IN ('released', 'killed')), 0) / 3600,
+           count(*) FILTER (WHERE et.kind = 'nominated'),
+           count(*) FILTER (WHERE et.how = 'other'),
+           COALESCE(sum(et.lost) FILTER (WHERE et.how = 'other'), 0) / 3600,
+           NULL
+      FROM et) x
+ ORDER BY 1 NULLS LAST
+$$;
+
+/* ------------------------------------------------------------------ */
+-- ==== merge: objects more than one section above changed, as sql/src has them ====
+/* ------------------------------------------------------------------ */
+-- submit()'s per-team limits: 53S08 for a gang above the team's worker
+-- limit, 53S07 when the team already has as many pending jobs as it may.
+-- O(1) while the team is far from its pending limit (one index lookup and
+-- a read of the sequence); near it, a count of the team's pending jobs on
+-- gangs_team_idx, stopped at the limit.
+CREATE OR REPLACE FUNCTION gangsched._check_team_limits(tid int, workers int) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    r       record;
+    lim     int;
+    seq     bigint;
+    n       int;
+BEGIN
+    SELECT t.name, t.max_pending, t.max_workers_per_gang, c.pending, c.upto, c.counted_at,
+           (SELECT s.last_value FROM gangsched.queue_position_seq s) AS seq, t.closed_at, t.closed_reason
+      INTO r
+      FROM gangsched.teams t LEFT JOIN gangsched.team_pending c ON c.team_id = t.id
+     WHERE t.id = tid FOR KEY SHARE OF t;
+    IF r.closed_at IS NOT NULL THEN
+        RAISE EXCEPTION 'team "%" is closed to new work', r.name
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = format('Closed at %s%s. Its queued jobs stay queued and are not placed; its running jobs run on.',
+                                  r.closed_at, COALESCE(': ' || r.closed_reason, '')),
+                  HINT = format('Ask the operator to reopen it with gangsched.open_team(%L).', r.name);
+    END IF;
+    -- jobs go to leaf teams (the row lock above orders this against
+    -- add_team / set_team_parent making the team a parent)
+    IF EXISTS (SELECT FROM gangsched.teams c WHERE c.parent_id = tid) THEN
+        RAISE EXCEPTION 'team "%" has subteams and takes no jobs of its own', r.name
+            USING ERRCODE = '55S01',
+                  DETAIL = format('Jobs go to leaf teams; the leaves under "%s" are: %s.', r.name,
+                                  (SELECT string_agg(x.path, ', ' ORDER BY x.path) FROM gangsched._team_tree x
+                                    WHERE x.leaf AND tid = ANY (x.ancestors))),
+                  HINT = 'Submit to one of its leaf teams.';
+    END IF;
+    PERFORM gangsched._check_gang_limit(r.name, r.max_workers_per_gang, workers);
+    lim := COALESCE(r.max_pending,
+                    pg_catalog.current_setting('gangsched.max_pending_per_team', true)::int, 10000);
+    IF r.pending IS NOT NULL AND r.pending + (r.seq - r.upto) < lim
+       AND r.counted_at > pg_catalog.now() - interval '10 seconds' THEN
+        RETURN;
+    END IF;
+    -- count again: the sequence first, so jobs submitted meanwhile are in
+    -- the next bound
+    seq := r.seq;
+    SELECT count(*)::int INTO n
+      FROM (SELECT FROM gangsched.gangs g WHERE g.team_id = tid AND g.state = 'pending' LIMIT lim) s;
+    IF n >= lim THEN
+        RAISE EXCEPTION 'team "%" has % pending jobs, as many as it may have', r.name, n
+            USING ERRCODE = '53S07',
+                  DETAIL = format('Team "%s" may have at most %s pending jobs (%s).', r.name, lim,
+                                  CASE WHEN r.max_pending IS NOT NULL THEN 'its own limit'
+                                       ELSE 'gangsched.max_pending_per_team' END),
+                  HINT = 'Submit again when some of its jobs have started or ended, cancel jobs it no longer needs, '
+                         'or ask the operator to raise the limit with gangsched.set_team_limits().';
+    END IF;
+    -- remember the count unless another submit is remembering one (never wait)
+    PERFORM FROM gangsched.team_pending c WHERE c.team_id = tid FOR UPDATE SKIP LOCKED;
+    IF FOUND THEN
+        UPDATE gangsched.team_pending c SET pending = n, upto = seq, counted_at = pg_catalog.now()
+         WHERE c.team_id = tid;
+    END IF;
+END $$;
+
+CREATE OR REPLACE VIEW gangsched.queue AS
+SELECT q.position, q.job, t.name AS team, j.name, j.priority, j.workers, j.gpus, j.preemptible,
+       round(q.dominant_share::numeric, 4) AS dominant_share, q.would_borrow, q.fits_now, q.reason,
+       j.submitted_at, q.las_queue, q.attained_gpu_seconds,
+       tt.path, tt.depth, tt.parent
+  FROM gangsched._queue_visible() q
+  JOIN gangsched.gangs j ON j.id = q.job
+  JOIN gangsched.teams t ON t.id = j.team_id
+  JOIN gangsched._team_tree tt ON tt.team_id = j.team_id
+ ORDER BY q.position NULLS LAST, q.job;
+

@@ -35,8 +35,8 @@ SELECT has_function('gangsched', 'set_node_state', ARRAY['text', 'text']);
 SELECT has_function('gangsched', 'cache_dataset', ARRAY['text', 'text']);
 SELECT has_function('gangsched', 'evict_dataset', ARRAY['text', 'text']);
 SELECT function_returns('gangsched', 'evict_dataset', ARRAY['text', 'text'], 'boolean');
-SELECT has_function('gangsched', 'add_team', ARRAY['text', 'numeric']);
-SELECT function_returns('gangsched', 'add_team', ARRAY['text', 'numeric'], 'integer');
+SELECT has_function('gangsched', 'add_team', ARRAY['text', 'numeric', 'text']);
+SELECT function_returns('gangsched', 'add_team', ARRAY['text', 'numeric', 'text'], 'integer');
 SELECT has_function('gangsched', 'set_quota', ARRAY['text', 'text', 'numeric', 'numeric', 'numeric', 'numeric',
                                                     'numeric', 'numeric', 'numeric', 'numeric', 'numeric', 'numeric',
                                                     'numeric', 'numeric']);
@@ -69,7 +69,7 @@ SELECT results_eq(
        ORDER BY 1$$,
     $$VALUES ('add_node', ARRAY['name', 'pool', 'topology', 'cpus', 'mem_gb', 'net_gbps', 'gpus', 'gpu_model', 'gpu_mem_gb', 'gpu_slices']),
              ('add_pool', ARRAY['name', 'kind']),
-             ('add_team', ARRAY['name', 'weight']),
+             ('add_team', ARRAY['name', 'weight', 'parent']),
              ('cache_dataset', ARRAY['node', 'dataset']),
              ('cancel', ARRAY['job']),
              ('evict_dataset', ARRAY['node', 'dataset']),

@@ -19,13 +19,14 @@ SELECT has_view('gangsched', 'queue', 'view gangsched.queue exists');
 SELECT columns_are('gangsched', 'queue',
                    ARRAY['position', 'job', 'team', 'name', 'priority', 'workers', 'gpus', 'preemptible',
                          'dominant_share', 'would_borrow', 'fits_now', 'reason', 'submitted_at', 'las_queue',
-                         'attained_gpu_seconds'],
+                         'attained_gpu_seconds', 'path', 'depth', 'parent'],
                    'queue has its columns');
 SELECT has_view('gangsched', 'team_shares', 'view gangsched.team_shares exists');
 SELECT columns_are('gangsched', 'team_shares',
                    ARRAY['team', 'pool', 'weight', 'nominal_gpus', 'nominal_cpus', 'nominal_mem_gb', 'nominal_net_gbps',
                          'borrowing_limit_gpus', 'lending_limit_gpus', 'used_gpus', 'used_cpus', 'used_mem_gb',
-                         'used_net_gbps', 'borrowed_gpus', 'lent_gpus', 'dominant_share'],
+                         'used_net_gbps', 'borrowed_gpus', 'lent_gpus', 'dominant_share', 'path', 'depth', 'parent',
+                         'fair_share'],
                    'team_shares has its columns');
 SELECT col_type_is('gangsched', 'queue', 'would_borrow', 'boolean', 'queue.would_borrow is boolean');
 SELECT col_type_is('gangsched', 'queue', 'dominant_share', 'numeric', 'queue.dominant_share is numeric');

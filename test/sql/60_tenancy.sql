@@ -496,6 +496,41 @@ SET ROLE gs60_pb;
 SELECT gangsched.submit('nlp', 1, 1, name => 'still nlp');
 RESET ROLE;
 
+/* ---------------- team trees ---------------- */
+
+-- A role bound to an inner team acts for its subtree: pm (through its
+-- group grp) bound to dept submits to dept's leaves and sees their jobs;
+-- dept itself takes no jobs (55S01); nlp is not in its subtree. The tree
+-- calls are the operator's; a refused one changes nothing.
+SET ROLE gs60_op;
+SELECT gangsched.add_team('dept') > 0 AS dept, gangsched.add_team('dept-a', 1, 'dept') > 0 AS dept_a,
+       gangsched.add_team('dept-b', 1, 'dept') > 0 AS dept_b;
+SELECT gangsched.add_member('gs60_grp', 'dept');
+RESET ROLE;
+SET ROLE gs60_pm;
+SELECT gangsched.submit('dept-a', 1, 1, name => 'pm in dept-a') > 0 AS submitted;
+SELECT gangsched.submit('dept-b', 1, 1, name => 'pm in dept-b') > 0 AS submitted;
+SELECT team, name FROM gangsched.jobs WHERE team LIKE 'dept%' ORDER BY team;
+SELECT team, path, parent FROM gangsched.queue WHERE team LIKE 'dept%' ORDER BY team;
+RESET ROLE;
+CALL pg_temp.refused('gs60_pm', $$SELECT gangsched.submit('dept', 1, 1)$$);
+CALL pg_temp.refused('gs60_pm', $$SELECT gangsched.submit('nlp', 1, 1)$$);
+CALL pg_temp.refused('gs60_pb', $$SELECT gangsched.submit('dept-a', 1, 1)$$);
+CALL pg_temp.refused('gs60_pm', $$SELECT gangsched.set_team_parent('dept-a', NULL)$$);
+CALL pg_temp.refused('gs60_an', $$SELECT gangsched.add_team('x', 1, 'dept')$$);
+-- pb (nlp's portal) sees none of dept's jobs
+SET ROLE gs60_pb;
+SELECT count(*) AS dept_jobs_seen FROM gangsched.jobs WHERE team LIKE 'dept%';
+RESET ROLE;
+-- moved out of dept, dept-b is no longer pm's
+SET ROLE gs60_op;
+SELECT gangsched.set_team_parent('dept-b', NULL);
+RESET ROLE;
+CALL pg_temp.refused('gs60_pm', $$SELECT gangsched.submit('dept-b', 1, 1)$$);
+SET ROLE gs60_pm;
+SELECT team FROM gangsched.jobs WHERE team LIKE 'dept%' ORDER BY team;
+RESET ROLE;
+
 /* ---------------- the end ---------------- */
 
 -- invariant 7 reports privileges granted outside the model: the test's own

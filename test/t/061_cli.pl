@@ -166,6 +166,15 @@ like($out, qr/^ n1\s+\| gpu\s+\| r1\s+\| up\s+\|\s+8 \| a100\s+\|\s+[48] \|/m, '
 ($rc, $out, $err) = cli('cli_analyst', '--json', 'usage', '--by', 'team');
 is($rc, 0, 'usage as an analyst') or diag $err;
 is(ref(eval { decode_json($out) }), 'ARRAY', 'usage --json');
+# team trees: teams shows each team's path; usage --by subtree rolls up
+sql("SELECT gangsched.add_team('org'), gangsched.add_team('org-a', 1, 'org'), gangsched.set_quota('org-a', 'gpu', 0)");
+($rc, $out, $err) = cli('cli_portal', 'teams');
+is($rc, 0, 'teams with a tree') or diag $err;
+($rc, $out, $err) = cli('cli_ops', 'teams');
+like($out, qr/^\s*org\/org-a\s+\|/m, 'teams shows the path of a subteam') or diag $out;
+($rc, $out, $err) = cli('cli_analyst', 'usage', '--by', 'subtree');
+is($rc, 0, 'usage --by subtree') or diag $err;
+like($out, qr/^\s*org\/org-a\s+\|\s+0\.00 \|/m, 'a row per team, by path');
 ($rc, $out, $err) = cli('cli_portal', 'usage');
 is($rc, 4, 'usage as a portal: permission denied (4)');
 ($rc, $out, $err) = cli('cli_analyst', 'usage', '--by', 'week');
