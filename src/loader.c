@@ -748,7 +748,8 @@ load_jobs(GsState *st, GsCluster *c, const IdIndex *teams)
 						 "          WHERE a.job OPERATOR(pg_catalog.=) g.id"
 						 "            AND NOT pg_catalog.upper_inf(a.during)) END",
 						 st->las_teams->data);
-	appendStringInfoString(&sql, "  FROM gangsched.gangs g WHERE g.state OPERATOR(pg_catalog.=) 'pending'");
+	appendStringInfoString(&sql, "  FROM gangsched.gangs g WHERE g.state OPERATOR(pg_catalog.=) 'pending'"
+						   "   AND g.waiting_for IS NULL");
 	/* the text changes only with the set of las teams: its plan is kept */
 	(void) gs_spi_exec("load", sql.data, 0, NULL, NULL, (DestReceiver *) &r, true, SPI_OK_SELECT);
 	MemoryContextSwitchTo(r.cxt);

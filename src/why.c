@@ -37,6 +37,7 @@ typedef struct WhyRow
 	char	   *stored_reason;
 	char	   *nvictims;
 	char	   *deadline;
+	bool		waiting;		/* pending, waiting for other jobs to end (after) */
 } WhyRow;
 
 /* One (reason, detail) row more, both formatted in the current memory context. */
@@ -88,7 +89,8 @@ read_job(int64 job_id, MemoryContext per_query, WhyRow *row)
 					   "                WHERE h.job OPERATOR(pg_catalog.=) $1)))"
 					   "SELECT g.state, g.reason,"
 					   "       (SELECT pg_catalog.count(*) FROM w),"
-					   "       (SELECT pg_catalog.max(w.preempt_deadline) FROM w)"
+					   "       (SELECT pg_catalog.max(w.preempt_deadline) FROM w),"
+					   "       g.waiting_for IS NOT NULL"
 					   "  FROM gangsched.gangs g WHERE g.id OPERATOR(pg_catalog.=) $1",
 					   1, types, vals, NULL, true, SPI_OK_SELECT);
 	if (SPI_processed == 0)
@@ -100,6 +102,7 @@ read_job(int64 job_id, MemoryContext per_query, WhyRow *row)
 	row->stored_reason = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
 	row->nvictims = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
 	row->deadline = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4);
+	row->waiting = strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5), "t") == 0;
 	MemoryContextSwitchTo(oldcxt);
 }
 
@@ -305,6 +308,15 @@ gs_why_pending(PG_FUNCTION_ARGS)
 	{
 		oldcxt = MemoryContextSwitchTo(per_query);
 		rows = not_pending_rows(&row);
+		MemoryContextSwitchTo(oldcxt);
+	}
+	else if (row.waiting)
+	{
+		/* not in the queue yet: rounds do not read it (58_dependencies.sql) */
+		oldcxt = MemoryContextSwitchTo(per_query);
+		rows = add_row(NIL, "dependencies",
+					   "%s; then it enters the queue, and its queue timeout counts from then",
+					   row.stored_reason ? row.stored_reason : "waiting for other jobs");
 		MemoryContextSwitchTo(oldcxt);
 	}
 	else

@@ -9,7 +9,8 @@ CREATE FUNCTION gangsched.submit(team text, workers int, gpus numeric, cpus nume
                                  stage_span text DEFAULT NULL, span text DEFAULT NULL, gpu_model text DEFAULT NULL,
                                  gpu_mem_gb numeric DEFAULT NULL, dataset text DEFAULT NULL, locality text DEFAULT 'none',
                                  checkpoint_interval interval DEFAULT NULL, grace interval DEFAULT NULL,
-                                 queue_timeout interval DEFAULT NULL, command text DEFAULT NULL)
+                                 queue_timeout interval DEFAULT NULL, command text DEFAULT NULL,
+                                 after bigint[] DEFAULT NULL, after_mode text DEFAULT 'ok')
 RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
     j gangsched.gangs;
@@ -109,14 +110,22 @@ BEGIN
         PERFORM gangsched._admit(j);
     END IF;
 
+    -- last, so the listed jobs are locked for the shortest time (58_dependencies.sql)
+    IF after IS NOT NULL THEN
+        SELECT c.after_jobs, c.waiting_for INTO j.after_jobs, j.waiting_for
+          FROM gangsched._check_after(j.team_id, after, after_mode) c;
+        j.after_mode := CASE WHEN j.after_jobs IS NOT NULL THEN after_mode END;
+    END IF;
     INSERT INTO gangsched.gangs (team_id, name, workers, gpus, cpus, mem_gb, net_gbps, gpu_model, gpu_mem_gb,
                                 priority, preemptible, pool_id, group_size, group_span, stages, stage_span, span,
                                 dataset, locality, checkpoint_interval, grace, queue_timeout, command,
-                                queue_pos, submitted_at, queued_at)
+                                queue_pos, submitted_at, queued_at, after_jobs, after_mode, waiting_for, reason)
     VALUES (j.team_id, name, workers, gpus, cpus, mem_gb, net_gbps, j.gpu_model, j.gpu_mem_gb,
             priority, preemptible, j.pool_id, group_size, j.group_span, stages, j.stage_span, j.span,
             dataset, locality, checkpoint_interval, grace, queue_timeout, command,
-            nextval('gangsched.queue_position_seq'), gangsched.now(), gangsched.now())
+            nextval('gangsched.queue_position_seq'), gangsched.now(), gangsched.now(),
+            j.after_jobs, j.after_mode, j.waiting_for,
+            CASE WHEN j.waiting_for IS NOT NULL THEN gangsched._waiting_reason(j.waiting_for, j.after_mode) END)
     RETURNING id INTO j.id;
     -- the event, and its count for gangsched.metrics in the same statement
     -- (the events trigger leaves 'submitted' to this: sql/src/75_metrics.sql)
@@ -186,7 +195,7 @@ BEGIN
     PERFORM gangsched._end_allocations(ARRAY[job], 'cancelled', 'cancel');
     DELETE FROM gangsched.holds h WHERE h.job = cancel.job;
     UPDATE gangsched.gangs
-       SET state = 'cancelled', finished_at = gangsched.now(), preempt_deadline = NULL,
+       SET state = 'cancelled', finished_at = gangsched.now(), preempt_deadline = NULL, waiting_for = NULL,
            reason = 'cancelled while ' || j.state
      WHERE id = job;
     PERFORM gangsched._event('cancelled', job, NULL, j.team_id, 'cancelled while ' || j.state);

@@ -27,6 +27,14 @@ BEGIN
            q.las_queue, q.attained_gpu_seconds
       FROM gangsched._queue() q
      WHERE v.all_rows OR (SELECT g.team_id FROM gangsched.gangs g WHERE g.id = q.job) = ANY (v.teams);
+    -- jobs waiting for other jobs (58_dependencies.sql) are not in the
+    -- queue yet: after it, without a position
+    RETURN QUERY
+    SELECT NULL::int, g.id, NULL::float8, NULL::bool, false, g.reason, NULL::int, NULL::float8
+      FROM gangsched.gangs g
+     WHERE g.waiting_for IS NOT NULL AND g.state = 'pending'
+       AND (v.all_rows OR g.team_id = ANY (v.teams))
+     ORDER BY g.id;
 END $$;
 
 CREATE VIEW gangsched.queue AS
@@ -36,7 +44,7 @@ SELECT q.position, q.job, t.name AS team, j.name, j.priority, j.workers, j.gpus,
   FROM gangsched._queue_visible() q
   JOIN gangsched.gangs j ON j.id = q.job
   JOIN gangsched.teams t ON t.id = j.team_id
- ORDER BY q.position;
+ ORDER BY q.position NULLS LAST, q.job;
 
 -- Per team and pool: nominal quota, what the team holds, what it borrows,
 -- what of its idle nominal quota others use (lent), its weighted dominant

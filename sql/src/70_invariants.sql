@@ -218,4 +218,23 @@ SELECT 7, NULL, NULL, format('PUBLIC may execute %s', p.oid::regprocedure)
   FROM pg_catalog.pg_proc p
  WHERE p.pronamespace = 'gangsched'::regnamespace
    AND (p.proacl IS NULL OR EXISTS (SELECT FROM aclexplode(p.proacl) a WHERE a.grantee = 0))
+UNION ALL
+-- 8. dependencies: only pending jobs wait, and only for jobs of their own
+--    team that they listed and that have not ended (58_dependencies.sql)
+SELECT 8, g.id, NULL,
+       CASE WHEN g.state <> 'pending' THEN format('job is %s but still waits for jobs %s', g.state, g.waiting_for)
+            WHEN NOT (g.waiting_for <@ COALESCE(g.after_jobs, '{}')) THEN
+                 format('job waits for jobs %s but listed only %s', g.waiting_for, COALESCE(g.after_jobs, '{}'))
+            ELSE format('job waits for job %s, which %s', x.id,
+                        CASE WHEN x.state IS NULL THEN 'does not exist'
+                             WHEN x.team_id <> g.team_id THEN 'belongs to another team'
+                             ELSE 'has ended (' || x.state || ')' END) END
+  FROM gangsched.gangs g
+  LEFT JOIN LATERAL (SELECT w.id, d.state, d.team_id FROM unnest(g.waiting_for) w(id)
+                       LEFT JOIN gangsched.gangs d ON d.id = w.id
+                      WHERE d.id IS NULL OR d.team_id <> g.team_id
+                         OR d.state IN ('finished', 'failed', 'cancelled', 'expired')
+                      ORDER BY w.id LIMIT 1) x ON true
+ WHERE g.waiting_for IS NOT NULL
+   AND (g.state <> 'pending' OR NOT (g.waiting_for <@ COALESCE(g.after_jobs, '{}')) OR x.id IS NOT NULL)
 $$;

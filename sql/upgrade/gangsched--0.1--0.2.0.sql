@@ -2351,6 +2351,619 @@ BEGIN
     END IF;
 END $$;
 
+/* ------------------------------------------------------------------ */
+-- ==== deps: job dependencies (issue 16; sql/src/58_dependencies.sql) ====
+/* ------------------------------------------------------------------ */
+ALTER TABLE gangsched.gangs
+    ADD COLUMN after_jobs  bigint[],
+    ADD COLUMN after_mode  text CHECK (after_mode IN ('ok', 'any')),
+    ADD COLUMN waiting_for bigint[];
+ALTER TABLE gangsched.gangs_archive
+    ADD COLUMN after_jobs  bigint[],
+    ADD COLUMN after_mode  text,
+    ADD COLUMN waiting_for bigint[];
+CREATE INDEX gangs_waiting_idx ON gangsched.gangs USING gin (waiting_for) WHERE waiting_for IS NOT NULL;
+CREATE INDEX gangs_waiting_list_idx ON gangsched.gangs (id) WHERE waiting_for IS NOT NULL;
+
+-- The most jobs one job may wait for.
+CREATE FUNCTION gangsched._max_after() RETURNS int LANGUAGE sql IMMUTABLE AS $$ SELECT 100 $$;
+
+-- The reason a waiting job shows: 'waiting for jobs 12, 13 to finish successfully'.
+CREATE FUNCTION gangsched._waiting_reason(waiting_for bigint[], after_mode text) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT format('waiting for job%s %s to %s',
+                  CASE WHEN cardinality(waiting_for) = 1 THEN '' ELSE 's' END,
+                  array_to_string(waiting_for, ', '),
+                  CASE WHEN after_mode = 'ok' THEN 'finish successfully' ELSE 'end' END)
+$$;
+
+-- submit()'s check of `after` for a job of team tid: the sorted list
+-- without duplicates, and the listed jobs that have not ended. The listed
+-- rows are locked FOR SHARE until the submit commits, so a job that ends
+-- meanwhile either ends first (and is seen ended here) or finds the new
+-- job among its dependents. Jobs of other teams are reported exactly as
+-- unknown ones: a tenant learns nothing of another team's jobs.
+CREATE FUNCTION gangsched._check_after(tid int, after bigint[], after_mode text,
+                                       OUT after_jobs bigint[], OUT waiting_for bigint[])
+LANGUAGE plpgsql AS $$
+DECLARE
+    r        record;
+    missing  bigint;
+BEGIN
+    IF after IS NULL OR cardinality(after) = 0 THEN
+        RETURN;
+    END IF;
+    IF after_mode IS NULL OR after_mode NOT IN ('ok', 'any') THEN
+        RAISE EXCEPTION 'invalid after_mode "%"', COALESCE(after_mode, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Use ''ok'' (every listed job must finish successfully) or ''any'' (every listed job must end).';
+    END IF;
+    IF array_position(after, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'after must not contain NULL'
+            USING ERRCODE = 'null_value_not_allowed', HINT = 'List the ids of the jobs this one waits for.';
+    END IF;
+    _check_after.after_jobs := ARRAY(SELECT DISTINCT a FROM unnest(after) a ORDER BY a);
+    IF cardinality(_check_after.after_jobs) > gangsched._max_after() THEN
+        RAISE EXCEPTION 'a job may wait for at most % jobs, not %', gangsched._max_after(), cardinality(_check_after.after_jobs)
+            USING ERRCODE = 'program_limit_exceeded',
+                  HINT = 'Chain the work through fewer jobs, for example one job that waits for a group''s last job.';
+    END IF;
+    SELECT a INTO missing
+      FROM unnest(_check_after.after_jobs) a
+     WHERE NOT EXISTS (SELECT FROM gangsched.gangs g WHERE g.id = a AND g.team_id = tid)
+     ORDER BY a LIMIT 1;
+    IF missing IS NOT NULL THEN
+        RAISE EXCEPTION 'job % does not exist in team "%"', missing, (SELECT t.name FROM gangsched.teams t WHERE t.id = tid)
+            USING ERRCODE = 'foreign_key_violation',
+                  DETAIL = 'A job may wait only for jobs of its own team that have been submitted.',
+                  HINT = 'See gangsched.jobs for the job ids.';
+    END IF;
+    _check_after.waiting_for := '{}';
+    FOR r IN SELECT g.id, g.state, COALESCE(g.reason, g.message) AS reason FROM gangsched.gangs g
+              WHERE g.id = ANY (_check_after.after_jobs) ORDER BY g.id FOR SHARE
+    LOOP
+        IF r.state IN ('failed', 'cancelled', 'expired') AND after_mode = 'ok' THEN
+            RAISE EXCEPTION 'job % has already %, so a job that waits for it to finish successfully could never start',
+                  r.id, CASE r.state WHEN 'failed' THEN 'failed' WHEN 'cancelled' THEN 'been cancelled' ELSE 'expired' END
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      DETAIL = format('Job %s is %s%s.', r.id, r.state, COALESCE(': ' || r.reason, '')),
+                      HINT = format('Submit job %s''s work again and wait for the new job, or use after_mode => ''any'' to wait only for it to end.', r.id);
+        ELSIF r.state NOT IN ('finished', 'failed', 'cancelled', 'expired') THEN
+            _check_after.waiting_for := _check_after.waiting_for || r.id;
+        END IF;
+    END LOOP;
+    IF cardinality(_check_after.waiting_for) = 0 THEN
+        _check_after.waiting_for := NULL;
+    END IF;
+END $$;
+
+-- A job that ended: its dependents stop waiting for it. Under after_mode
+-- ok a job that did not finish successfully fails its waiting dependents
+-- and, in the same statement, theirs (the whole chain: one level of
+-- nesting, however long the chain); a dependent with nothing left to wait
+-- for enters the queue, its wait (and queue timeout) counted from now.
+CREATE FUNCTION gangsched._job_ended_dependents() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    why   text;
+    n     int;
+BEGIN
+    IF NOT EXISTS (SELECT FROM gangsched.gangs d WHERE d.waiting_for @> ARRAY[NEW.id] AND d.state = 'pending') THEN
+        RETURN NULL;
+    END IF;
+    IF NEW.state <> 'finished' THEN
+        why := format('job %s, which it waits for, %s', NEW.id,
+                      CASE NEW.state WHEN 'failed' THEN 'failed' WHEN 'cancelled' THEN 'was cancelled' ELSE 'expired' END);
+        -- the reason names the job it waits for and, further down the
+        -- chain, the job whose end started it all
+        WITH RECURSIVE doomed(id, why) AS (
+            SELECT d.id, why FROM gangsched.gangs d
+             WHERE d.waiting_for @> ARRAY[NEW.id] AND d.state = 'pending' AND d.after_mode = 'ok'
+            UNION
+            SELECT d.id, format('job %s, which it waits for, failed because job %s %s', x.id, NEW.id,
+                                CASE NEW.state WHEN 'failed' THEN 'failed' WHEN 'cancelled' THEN 'was cancelled'
+                                     ELSE 'expired' END)
+              FROM doomed x JOIN gangsched.gangs d ON d.waiting_for @> ARRAY[x.id]
+             WHERE d.state = 'pending' AND d.after_mode = 'ok'),
+        failed AS (
+            UPDATE gangsched.gangs g
+               SET state = 'failed', finished_at = gangsched.now(), waiting_for = NULL,
+                   reason = (SELECT x.why FROM doomed x WHERE x.id = g.id LIMIT 1)
+             WHERE g.id IN (SELECT x.id FROM doomed x) AND g.state = 'pending'
+            RETURNING g.id, g.team_id, g.reason)
+        INSERT INTO gangsched.events (at, kind, job, team_id, reason)
+        SELECT gangsched.now(), 'failed', f.id, f.team_id, f.reason FROM failed f;
+    END IF;
+    -- the rest (after_mode any, or ok and it finished) stop waiting for it
+    WITH u AS (
+        UPDATE gangsched.gangs g
+           SET waiting_for = NULLIF(array_remove(g.waiting_for, NEW.id), '{}'),
+               queued_at = CASE WHEN g.waiting_for = ARRAY[NEW.id] THEN gangsched.now() ELSE g.queued_at END,
+               reason = CASE WHEN g.waiting_for = ARRAY[NEW.id] THEN NULL
+                             ELSE gangsched._waiting_reason(array_remove(g.waiting_for, NEW.id), g.after_mode) END
+         WHERE g.waiting_for @> ARRAY[NEW.id] AND g.state = 'pending'
+        RETURNING g.id, g.team_id, g.waiting_for IS NULL AS queued),
+    e AS (
+        INSERT INTO gangsched.events (at, kind, job, team_id, reason)
+        SELECT gangsched.now(), 'queued', u.id, u.team_id, format('job %s %s', NEW.id, NEW.state)
+          FROM u WHERE u.queued
+        RETURNING 1)
+    SELECT count(*) INTO n FROM e;
+    IF n > 0 THEN
+        PERFORM gangsched._wake();
+    END IF;
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER gangs_dependents
+    AFTER UPDATE OF state ON gangsched.gangs FOR EACH ROW
+    WHEN (NEW.state IN ('finished', 'failed', 'cancelled', 'expired')
+          AND OLD.state NOT IN ('finished', 'failed', 'cancelled', 'expired'))
+    EXECUTE FUNCTION gangsched._job_ended_dependents();
+
+DROP FUNCTION gangsched.submit(text, int, numeric, numeric, numeric, numeric, text, int, bool, text, int, text, int,
+                               text, text, text, numeric, text, text, interval, interval, interval, text);
+CREATE FUNCTION gangsched.submit(team text, workers int, gpus numeric, cpus numeric DEFAULT 0,
+                                 mem_gb numeric DEFAULT 0, net_gbps numeric DEFAULT 0, name text DEFAULT NULL,
+                                 priority int DEFAULT 0, preemptible bool DEFAULT true, pool text DEFAULT NULL,
+                                 group_size int DEFAULT 1, group_span text DEFAULT 'node', stages int DEFAULT 1,
+                                 stage_span text DEFAULT NULL, span text DEFAULT NULL, gpu_model text DEFAULT NULL,
+                                 gpu_mem_gb numeric DEFAULT NULL, dataset text DEFAULT NULL, locality text DEFAULT 'none',
+                                 checkpoint_interval interval DEFAULT NULL, grace interval DEFAULT NULL,
+                                 queue_timeout interval DEFAULT NULL, command text DEFAULT NULL,
+                                 after bigint[] DEFAULT NULL, after_mode text DEFAULT 'ok')
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    j gangsched.gangs;
+BEGIN
+    j.team_id := gangsched._team_id(team);
+    PERFORM gangsched._require_team(j.team_id, format('submit to team "%s"', team));
+    IF workers IS NULL OR workers < 1 THEN
+        RAISE EXCEPTION 'workers must be at least 1, not %', COALESCE(workers::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'A gang has one or more workers.';
+    END IF;
+    PERFORM gangsched._check_amount(gpus, 'gpus', false, 64);
+    PERFORM gangsched._check_amount(cpus, 'cpus', false, 1e6);
+    PERFORM gangsched._check_amount(mem_gb, 'mem_gb', false, 1e9);
+    PERFORM gangsched._check_amount(net_gbps, 'net_gbps', false, 1e9);
+    PERFORM gangsched._check_amount(gpu_mem_gb, 'gpu_mem_gb', true, 1e6);
+    PERFORM gangsched._check_label(name, 'job name', 200);
+    PERFORM gangsched._check_text(command, 'command', 65536);
+    IF dataset IS NOT NULL THEN
+        PERFORM gangsched._check_name(dataset, 'dataset name');
+    END IF;
+    IF gpu_model IS NOT NULL THEN
+        PERFORM gangsched._check_name(gpu_model, 'gpu model');
+    END IF;
+    IF gpus > 1 AND gpus <> trunc(gpus) THEN
+        RAISE EXCEPTION 'gpus must be a whole number or a fraction of one device, not %', gpus
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'A worker takes whole devices, or whole slices of one device.',
+                  HINT = format('Ask for %s or %s GPUs per worker.', trunc(gpus), trunc(gpus) + 1);
+    END IF;
+    IF gpus = 0 AND cpus = 0 AND mem_gb = 0 AND net_gbps = 0 THEN
+        RAISE EXCEPTION 'worker asks for no resources'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Ask for some gpus, or cpus and mem_gb for a CPU-only worker.';
+    END IF;
+    IF group_size IS NULL OR group_size < 1 OR stages IS NULL OR stages < 1 THEN
+        RAISE EXCEPTION 'group_size and stages must be at least 1'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Use 1 for a dimension the job does not use.';
+    END IF;
+    IF workers % (group_size::bigint * stages) <> 0 THEN
+        RAISE EXCEPTION 'workers (%) is not divisible by group_size × stages (% × %)', workers, group_size, stages
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'Data-parallel replicas are workers / (group_size × stages) and must be whole.',
+                  HINT = format('Use a multiple of %s workers, for example %s.', group_size::bigint * stages,
+                                greatest(1, round(workers::numeric / (group_size::bigint * stages))) * group_size::bigint * stages);
+    END IF;
+    IF locality IS NULL OR locality NOT IN ('none', 'preferred', 'required') THEN
+        RAISE EXCEPTION 'invalid locality "%"', locality
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Use ''none'', ''preferred'' or ''required''.';
+    END IF;
+    IF locality <> 'none' AND dataset IS NULL THEN
+        RAISE EXCEPTION 'locality % needs a dataset', locality
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Name the dataset, or use locality ''none''.';
+    END IF;
+    IF locality <> 'none' AND NOT EXISTS (SELECT FROM gangsched.datasets d WHERE d.dataset = submit.dataset) THEN
+        RAISE EXCEPTION 'unknown dataset "%"', dataset
+            USING ERRCODE = 'foreign_key_violation',
+                  DETAIL = 'No node caches that dataset.',
+                  HINT = 'Cache it first with gangsched.cache_dataset(node, dataset), or submit with locality ''none''.';
+    END IF;
+    IF preemptible IS NULL OR priority IS NULL THEN
+        RAISE EXCEPTION 'preemptible and priority must not be null'
+            USING ERRCODE = 'null_value_not_allowed', HINT = 'Leave them out to take the defaults.';
+    END IF;
+    PERFORM gangsched._check_interval(checkpoint_interval, 'checkpoint_interval', false);
+    PERFORM gangsched._check_interval(grace, 'grace', true);
+    PERFORM gangsched._check_interval(queue_timeout, 'queue_timeout', false);
+    PERFORM gangsched._check_team_limits(j.team_id, workers);
+    IF pool IS NOT NULL THEN
+        j.pool_id := gangsched._pool_id(pool);
+        IF NOT preemptible AND (SELECT kind FROM gangsched.pools WHERE id = j.pool_id) = 'opportunistic' THEN
+            RAISE EXCEPTION 'non-preemptible job cannot run in opportunistic pool "%"', pool
+                USING ERRCODE = 'invalid_parameter_value',
+                      DETAIL = 'Everything in an opportunistic pool is preemptible.',
+                      HINT = 'Submit it to a reserved pool, or as preemptible.';
+        END IF;
+    END IF;
+    j.group_span := gangsched._level_depth(COALESCE(group_span, 'node'), 'group_span');
+    j.stage_span := gangsched._level_depth(stage_span, 'stage_span');
+    j.span := gangsched._level_depth(span, 'span');
+    IF j.stage_span > j.group_span OR j.span > j.stage_span OR j.span > j.group_span THEN
+        RAISE EXCEPTION 'spans are not nested: group_span % must lie inside stage_span %, inside span %',
+              COALESCE(group_span, 'node'), COALESCE(stage_span, '-'), COALESCE(span, '-')
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'A tensor group lies inside its pipeline replica, which lies inside the gang.',
+                  HINT = 'Give group_span a level no wider than stage_span, and stage_span no wider than span.';
+    END IF;
+
+    j.workers := workers; j.gpus := gpus; j.cpus := cpus; j.mem_gb := mem_gb; j.net_gbps := net_gbps;
+    j.name := name; j.priority := priority; j.preemptible := preemptible;
+    j.group_size := group_size; j.stages := stages;
+    j.gpu_model := CASE WHEN gpus > 0 THEN gpu_model END;
+    j.gpu_mem_gb := CASE WHEN gpus > 0 THEN gpu_mem_gb END;
+    j.dataset := dataset; j.locality := locality;
+    -- the C fast path admits in microseconds; anything it does not certify
+    -- goes through the SQL checks, which raise the precise error
+    IF NOT gangsched._admit_fast(j) THEN
+        PERFORM gangsched._admit(j);
+    END IF;
+
+    -- last, so the listed jobs are locked for the shortest time (58_dependencies.sql)
+    IF after IS NOT NULL THEN
+        SELECT c.after_jobs, c.waiting_for INTO j.after_jobs, j.waiting_for
+          FROM gangsched._check_after(j.team_id, after, after_mode) c;
+        j.after_mode := CASE WHEN j.after_jobs IS NOT NULL THEN after_mode END;
+    END IF;
+    INSERT INTO gangsched.gangs (team_id, name, workers, gpus, cpus, mem_gb, net_gbps, gpu_model, gpu_mem_gb,
+                                priority, preemptible, pool_id, group_size, group_span, stages, stage_span, span,
+                                dataset, locality, checkpoint_interval, grace, queue_timeout, command,
+                                queue_pos, submitted_at, queued_at, after_jobs, after_mode, waiting_for, reason)
+    VALUES (j.team_id, name, workers, gpus, cpus, mem_gb, net_gbps, j.gpu_model, j.gpu_mem_gb,
+            priority, preemptible, j.pool_id, group_size, j.group_span, stages, j.stage_span, j.span,
+            dataset, locality, checkpoint_interval, grace, queue_timeout, command,
+            nextval('gangsched.queue_position_seq'), gangsched.now(), gangsched.now(),
+            j.after_jobs, j.after_mode, j.waiting_for,
+            CASE WHEN j.waiting_for IS NOT NULL THEN gangsched._waiting_reason(j.waiting_for, j.after_mode) END)
+    RETURNING id INTO j.id;
+    -- the event, and its count for gangsched.metrics in the same statement
+    -- (the events trigger leaves 'submitted' to this: sql/src/75_metrics.sql)
+    WITH e AS (
+        INSERT INTO gangsched.events (at, kind, job, team_id, reason)
+        VALUES (gangsched.now(), 'submitted', j.id, j.team_id, 'admitted')
+        RETURNING team_id)
+    INSERT INTO gangsched.metric_deltas (name, team_id, label, value)
+    SELECT 'jobs_submitted', e.team_id, '', 1 FROM e;
+    PERFORM gangsched._wake();
+    RETURN j.id;
+END $$;
+
+CREATE OR REPLACE FUNCTION gangsched.cancel(job bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    j gangsched.gangs;
+BEGIN
+    -- the role check comes before the row lock: a refused caller locks nothing
+    SELECT * INTO j FROM gangsched.gangs WHERE id = job;
+    IF j.id IS NULL THEN
+        RAISE EXCEPTION 'job % does not exist', job
+            USING ERRCODE = 'foreign_key_violation', HINT = 'See gangsched.jobs for the job ids.';
+    END IF;
+    PERFORM gangsched._require_team(j.team_id, format('cancel job %s', job));
+    SELECT * INTO j FROM gangsched.gangs WHERE id = job FOR UPDATE;
+    IF j.state IN ('finished', 'failed', 'cancelled', 'expired') THEN
+        RAISE EXCEPTION 'job % is already %', job, j.state
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'A job in a final state holds nothing and cannot be cancelled.',
+                  HINT = 'Nothing to do; submit a new job to run it again.';
+    END IF;
+    PERFORM gangsched._end_allocations(ARRAY[job], 'cancelled', 'cancel');
+    DELETE FROM gangsched.holds h WHERE h.job = cancel.job;
+    UPDATE gangsched.gangs
+       SET state = 'cancelled', finished_at = gangsched.now(), preempt_deadline = NULL, waiting_for = NULL,
+           reason = 'cancelled while ' || j.state
+     WHERE id = job;
+    PERFORM gangsched._event('cancelled', job, NULL, j.team_id, 'cancelled while ' || j.state);
+    PERFORM pg_notify('gangsched_events', json_build_object('event', 'cancel', 'job', job)::text);
+    PERFORM gangsched._wake();
+END $$;
+
+-- The portal's view of jobs (the table underneath is gangsched.gangs:
+-- every job is a gang). Each role sees what docs/security.md says: a
+-- portal its teams' jobs, an analyst and an operator every job; the command
+-- only of its own teams' jobs (an operator: every command).
+CREATE OR REPLACE VIEW gangsched.jobs AS
+SELECT j.id AS job, t.name AS team, j.name, j.state, j.workers, j.gpus, j.cpus, j.mem_gb, j.net_gbps,
+       j.priority, j.preemptible, j.borrowed, p.name AS pool,
+       j.group_size, gangsched._level_name(j.group_span) AS group_span, j.stages,
+       gangsched._level_name(j.stage_span) AS stage_span, gangsched._level_name(j.span) AS span,
+       j.gpu_model, j.gpu_mem_gb, j.dataset, j.locality,
+       j.submitted_at, j.placed_at, j.started_at, j.finished_at, j.preempt_deadline, j.last_checkpoint_at,
+       j.preemptions, j.requeues, j.lost_gpu_seconds, j.reason, j.message, j.queue_pos,
+       CASE WHEN v.all_commands OR j.team_id = ANY (v.teams) THEN j.command END AS command,
+       j.checkpoint_interval, j.grace, j.queue_timeout,
+       j.after_jobs, j.after_mode, j.waiting_for
+  FROM gangsched._visibility() v
+  JOIN gangsched.gangs j ON v.all_rows OR j.team_id = ANY (v.teams)
+  JOIN gangsched.teams t ON t.id = j.team_id
+  LEFT JOIN gangsched.pools p ON p.id = j.pool_id;
+
+-- Pending jobs in the order the next round would try them, with the
+-- weighted dominant share of the job's team when it is tried and whether it
+-- would run on borrowed capacity (beyond its team's nominal quota); for the
+-- jobs of a team whose order is las, its LAS queue and the GPU-seconds it
+-- has held so far (NULL for other teams' jobs).
+-- The rows of _queue() the caller may see (see the jobs view).
+CREATE OR REPLACE FUNCTION gangsched._queue_visible(OUT "position" int, OUT job bigint, OUT dominant_share float8,
+                                         OUT would_borrow bool, OUT fits_now bool, OUT reason text,
+                                         OUT las_queue int, OUT attained_gpu_seconds float8)
+RETURNS SETOF record LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    v record := gangsched._visibility();
+BEGIN
+    RETURN QUERY
+    SELECT q.position, q.job, q.dominant_share, q.would_borrow, q.fits_now, q.reason,
+           q.las_queue, q.attained_gpu_seconds
+      FROM gangsched._queue() q
+     WHERE v.all_rows OR (SELECT g.team_id FROM gangsched.gangs g WHERE g.id = q.job) = ANY (v.teams);
+    -- jobs waiting for other jobs (58_dependencies.sql) are not in the
+    -- queue yet: after it, without a position
+    RETURN QUERY
+    SELECT NULL::int, g.id, NULL::float8, NULL::bool, false, g.reason, NULL::int, NULL::float8
+      FROM gangsched.gangs g
+     WHERE g.waiting_for IS NOT NULL AND g.state = 'pending'
+       AND (v.all_rows OR g.team_id = ANY (v.teams))
+     ORDER BY g.id;
+END $$;
+
+CREATE OR REPLACE VIEW gangsched.queue AS
+SELECT q.position, q.job, t.name AS team, j.name, j.priority, j.workers, j.gpus, j.preemptible,
+       round(q.dominant_share::numeric, 4) AS dominant_share, q.would_borrow, q.fits_now, q.reason,
+       j.submitted_at, q.las_queue, q.attained_gpu_seconds
+  FROM gangsched._queue_visible() q
+  JOIN gangsched.gangs j ON j.id = q.job
+  JOIN gangsched.teams t ON t.id = j.team_id
+ ORDER BY q.position NULLS LAST, q.job;
+
+-- One row per violation; none when healthy. Numbers as in docs/invariants.md.
+-- jit is off: the unnest/generate_series estimates make the plan look costly
+-- enough to JIT-compile (seconds) although the rows are few.
+CREATE OR REPLACE FUNCTION gangsched.check_invariants()
+RETURNS TABLE (invariant int, job bigint, node text, detail text)
+LANGUAGE sql STABLE SET jit = off AS $$
+WITH cur AS (
+    SELECT a.*, n.name AS node_name, n.topology
+      FROM gangsched.allocations a JOIN gangsched.nodes n ON n.id = a.node_id
+     WHERE upper_inf(a.during)),
+cur_slots AS (
+    SELECT c.job, c.worker, c.node_id, s.device, s.slot
+      FROM cur c, gangsched._slots(c.devices, c.first_slice, c.slices) s),
+hist_slots AS (
+    SELECT a.id, a.job, a.node_id, s.slot, a.during
+      FROM gangsched.allocations a, gangsched._slots(a.devices, a.first_slice, a.slices) s),
+hist_ordered AS (
+    SELECT h.*, lag(upper(h.during)) OVER w AS prev_upper, lag(h.job) OVER w AS prev_job
+      FROM hist_slots h WINDOW w AS (PARTITION BY h.node_id, h.slot ORDER BY lower(h.during), upper(h.during)))
+-- 1. slices: held rows match current allocations; no overlap in history;
+--    slices stay within their device.
+SELECT 1, cs.job, n.name, format('slot %s (device %s) of a current allocation is not in held_slots', cs.slot, cs.device)
+  FROM cur_slots cs JOIN gangsched.nodes n ON n.id = cs.node_id
+ WHERE NOT EXISTS (SELECT FROM gangsched.held_slots h WHERE h.node_id = cs.node_id AND h.slot = cs.slot AND h.job = cs.job AND h.worker = cs.worker)
+UNION ALL
+SELECT 1, h.job, COALESCE(n.name, '#' || h.node_id), format('held slot %s belongs to no current allocation of job %s', h.slot, h.job)
+  FROM gangsched.held_slots h LEFT JOIN gangsched.nodes n ON n.id = h.node_id
+ WHERE NOT EXISTS (SELECT FROM cur_slots cs WHERE cs.node_id = h.node_id AND cs.slot = h.slot AND cs.job = h.job AND cs.worker = h.worker)
+UNION ALL
+SELECT 1, o.job, n.name, format('device slot %s held by jobs %s and %s at overlapping times: job %s until %s, job %s from %s',
+                                o.slot, o.prev_job, o.job, o.prev_job, o.prev_upper, o.job, lower(o.during))
+  FROM hist_ordered o JOIN gangsched.nodes n ON n.id = o.node_id
+ WHERE o.prev_upper > lower(o.during)
+UNION ALL
+SELECT 1, c.job, c.node_name, CASE WHEN d.device >= n.gpus OR d.device < 0
+                                   THEN format('allocation %s uses device %s but the node has %s', c.id, d.device,
+                                               CASE WHEN n.gpus = 0 THEN 'no devices' ELSE format('devices 0..%s', n.gpus - 1) END)
+                                   ELSE format('allocation %s uses slices %s..%s of device %s, which has slices 0..%s',
+                                               c.id, c.first_slice, c.first_slice + c.slices - 1, d.device, n.gpu_slices - 1) END
+  FROM cur c JOIN gangsched.nodes n ON n.id = c.node_id, unnest(c.devices) d(device)
+ WHERE d.device >= n.gpus OR d.device < 0 OR c.first_slice < 0 OR c.first_slice + c.slices > n.gpu_slices
+UNION ALL
+-- 2. host resources not over-committed
+SELECT 2, NULL, n.name, format('node over-committed: cpus %s/%s, mem_gb %s/%s, net_gbps %s/%s',
+                               s.cpus, n.cpus, s.mem, n.mem_gb, s.net, n.net_gbps)
+  FROM (SELECT node_id, sum(cpus) cpus, sum(mem_gb) mem, sum(net_gbps) net FROM cur GROUP BY node_id) s
+  JOIN gangsched.nodes n ON n.id = s.node_id
+ WHERE s.cpus > n.cpus OR s.mem > n.mem_gb OR s.net > n.net_gbps
+UNION ALL
+-- 3. live jobs hold exactly their workers, in shape; other jobs hold nothing
+SELECT 3, j.id, NULL, format('job is %s and holds %s allocations (ranks %s distinct) for %s workers',
+                             j.state, COALESCE(s.n, 0), COALESCE(s.ranks, 0), j.workers)
+  FROM gangsched.gangs j
+  LEFT JOIN (SELECT c.job, count(*) n, count(DISTINCT c.worker) FILTER (WHERE c.worker < g.workers) ranks
+               FROM cur c JOIN gangsched.gangs g ON g.id = c.job GROUP BY c.job) s ON s.job = j.id
+ WHERE (j.state IN ('placed', 'running', 'preempting') AND (s.n IS DISTINCT FROM j.workers OR s.ranks IS DISTINCT FROM j.workers::bigint))
+    OR (j.state NOT IN ('placed', 'running', 'preempting') AND s.n > 0)
+UNION ALL
+SELECT 3, a.job, CASE WHEN n.id IS NULL THEN '#' || a.node_id ELSE n.name END,
+       format('current allocation %s belongs to %s', a.id,
+              CASE WHEN n.id IS NULL THEN 'a node that does not exist' ELSE 'a job that does not exist' END)
+  FROM gangsched.allocations a LEFT JOIN gangsched.nodes n ON n.id = a.node_id
+ WHERE upper_inf(a.during)
+   AND (n.id IS NULL OR NOT EXISTS (SELECT FROM gangsched.gangs g WHERE g.id = a.job))
+UNION ALL
+SELECT 3, c.job, c.node_name, format('worker %s holds %s GPUs (%s devices × %s slices), %s cpus, %s mem_gb, %s net_gbps; the job asks for %s, %s, %s, %s',
+                                     c.worker, c.gpus, cardinality(c.devices), c.slices, c.cpus, c.mem_gb, c.net_gbps, j.gpus, j.cpus, j.mem_gb, j.net_gbps)
+       || CASE WHEN j.gpus > 0 AND j.gpu_model IS NOT NULL AND n.gpu_model IS DISTINCT FROM j.gpu_model
+               THEN format('; the node''s devices are %s, the job asks for %s', COALESCE(n.gpu_model, 'of no model'), j.gpu_model) ELSE '' END
+       || CASE WHEN j.gpus > 0 AND j.gpu_mem_gb IS NOT NULL AND COALESCE(n.gpu_mem_gb, 0) < j.gpu_mem_gb
+               THEN format('; the node''s devices have %s GB, the job asks for %s', COALESCE(n.gpu_mem_gb, 0), j.gpu_mem_gb) ELSE '' END
+       || CASE WHEN j.pool_id IS NOT NULL AND n.pool_id <> j.pool_id THEN '; the node is outside the job''s pool' ELSE '' END
+  FROM cur c JOIN gangsched.gangs j ON j.id = c.job JOIN gangsched.nodes n ON n.id = c.node_id
+ WHERE c.cpus <> j.cpus OR c.mem_gb <> j.mem_gb OR c.net_gbps <> j.net_gbps OR c.gpus <> j.gpus
+    OR (j.gpus >= 1 AND (cardinality(c.devices) <> j.gpus OR c.first_slice <> 0 OR c.slices <> n.gpu_slices))
+    OR (j.gpus > 0 AND j.gpus < 1 AND (cardinality(c.devices) <> 1 OR c.slices <> gangsched._slices_needed(j.gpus, n.gpu_slices)))
+    OR (j.gpus = 0 AND cardinality(c.devices) <> 0)
+    OR (j.gpus > 0 AND j.gpu_model IS NOT NULL AND n.gpu_model IS DISTINCT FROM j.gpu_model)
+    OR (j.gpus > 0 AND j.gpu_mem_gb IS NOT NULL AND COALESCE(n.gpu_mem_gb, 0) < j.gpu_mem_gb)
+    OR (j.pool_id IS NOT NULL AND n.pool_id <> j.pool_id)
+UNION ALL
+SELECT 3, s.job, NULL, format('%s %s spans %s %s domains', s.what, s.k, s.domains, COALESCE(gangsched._level_name(s.depth), 'pool'))
+  FROM (SELECT c.job, 'tensor group' what, c.worker / j.group_size k, j.group_span depth,
+               count(DISTINCT gangsched._domain(c.topology, c.node_name, j.group_span)) domains
+          FROM cur c JOIN gangsched.gangs j ON j.id = c.job GROUP BY 1, 2, 3, 4
+        UNION ALL
+        SELECT c.job, 'pipeline replica', c.worker / (j.group_size * j.stages), j.stage_span,
+               count(DISTINCT gangsched._domain(c.topology, c.node_name, j.stage_span))
+          FROM cur c JOIN gangsched.gangs j ON j.id = c.job WHERE j.stage_span IS NOT NULL GROUP BY 1, 2, 3, 4
+        UNION ALL
+        SELECT c.job, 'gang', 0, j.span, count(DISTINCT gangsched._domain(c.topology, c.node_name, j.span))
+          FROM cur c JOIN gangsched.gangs j ON j.id = c.job WHERE j.span IS NOT NULL GROUP BY 1, 2, 3, 4
+        UNION ALL
+        SELECT c.job, 'gang', 0, NULL::smallint, count(DISTINCT n.pool_id)
+          FROM cur c JOIN gangsched.nodes n ON n.id = c.node_id GROUP BY 1, 2, 3, 4) s
+ WHERE s.domains > 1
+UNION ALL
+SELECT 3, c.job, c.node_name, format('worker %s of a %s job is on a node that does not cache %s', c.worker, j.locality, j.dataset)
+  FROM cur c JOIN gangsched.gangs j ON j.id = c.job
+ WHERE j.locality = 'required'
+   AND NOT EXISTS (SELECT FROM gangsched.datasets d WHERE d.node_id = c.node_id AND d.dataset = j.dataset)
+UNION ALL
+-- 4. allocation time ranges inside the job's placed interval; history guards on
+SELECT 4, a.job, NULL, format('allocation %s (%s) lies outside job''s placed interval [%s, %s)', a.id, a.during,
+                              COALESCE(j.placed_at, j.submitted_at), j.finished_at)
+  FROM gangsched.allocations a JOIN gangsched.gangs j ON j.id = a.job
+ WHERE lower(a.during) < j.submitted_at
+    OR (upper_inf(a.during) AND lower(a.during) IS DISTINCT FROM j.placed_at)
+    OR (j.finished_at IS NOT NULL AND upper(a.during) > j.finished_at)
+UNION ALL
+SELECT 4, j.id, NULL, 'job''s times are out of order: ' || concat_ws('; ',
+           CASE WHEN j.queued_at < j.submitted_at THEN format('queued at %s, before it was submitted at %s', j.queued_at, j.submitted_at) END,
+           CASE WHEN j.placed_at < j.queued_at THEN format('placed at %s, before it was queued at %s', j.placed_at, j.queued_at) END,
+           CASE WHEN j.started_at < j.placed_at THEN format('started at %s, before it was placed at %s', j.started_at, j.placed_at) END,
+           CASE WHEN j.finished_at < COALESCE(j.placed_at, j.queued_at)
+                THEN format('finished at %s, before it was %s at %s', j.finished_at,
+                            CASE WHEN j.placed_at IS NOT NULL THEN 'placed' ELSE 'queued' END, COALESCE(j.placed_at, j.queued_at)) END)
+  FROM gangsched.gangs j
+ WHERE j.queued_at < j.submitted_at OR j.placed_at < j.queued_at OR j.started_at < j.placed_at
+    OR j.finished_at < COALESCE(j.placed_at, j.queued_at)
+UNION ALL
+SELECT 4, a.job, NULL, format('allocation %s (%s) belongs to a job that does not exist', a.id, a.during)
+  FROM gangsched.allocations a
+ WHERE NOT EXISTS (SELECT FROM gangsched.gangs g WHERE g.id = a.job)
+UNION ALL
+SELECT 4, NULL, NULL, format('history guard trigger %s on %s is missing or disabled', g.tgname, g.rel)
+  FROM (VALUES ('allocations_update_guard', 'gangsched.allocations'), ('allocations_delete_guard', 'gangsched.allocations'),
+               ('events_append_only', 'gangsched.events'), ('allocations_archive_guard', 'gangsched.allocations'),
+               ('events_archive_guard', 'gangsched.events'), ('gangs_archive_guard', 'gangsched.gangs'),
+               ('gangs_truncate_guard', 'gangsched.gangs')) g(tgname, rel)
+ WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_trigger t
+                    WHERE t.tgrelid = g.rel::regclass AND t.tgname = g.tgname AND t.tgenabled IN ('O', 'A'))
+UNION ALL
+-- 5. a nominated job's held capacity is not allocated to another job
+--    (victims still draining excepted: its own, or those of an earlier
+--    preemptor of the same round whose rest it waits for, as its
+--    'nominated' event records them in waits_for)
+SELECT 5, h.job, n.name, format('slot %s held for nominated job %s is allocated to job %s (%s)', hs.slot, h.job, hs.job, v.state)
+  FROM gangsched.holds h JOIN gangsched.nodes n ON n.id = h.node_id
+ CROSS JOIN LATERAL gangsched._slots(h.devices, h.first_slice, h.slices) s
+  JOIN gangsched.held_slots hs ON hs.node_id = h.node_id AND hs.slot = s.slot
+  JOIN gangsched.gangs v ON v.id = hs.job
+ WHERE hs.job <> h.job
+   AND NOT (v.state = 'preempting'
+            AND (v.preempted_for = h.job
+                 OR EXISTS (SELECT FROM gangsched.events e
+                             WHERE e.job = h.job AND e.kind = 'nominated'
+                               AND e.detail->'waits_for' @> to_jsonb(v.id))))
+UNION ALL
+SELECT 5, NULL, n.name, format('node over-committed with the capacity held on it: held cpus %s, mem_gb %s, net_gbps %s, allocated to others %s, %s, %s; the node has %s, %s, %s',
+                               h.cpus, h.mem, h.net, COALESCE(o.cpus, 0), COALESCE(o.mem, 0), COALESCE(o.net, 0), n.cpus, n.mem_gb, n.net_gbps)
+  FROM (SELECT node_id, sum(cpus) cpus, sum(mem_gb) mem, sum(net_gbps) net FROM gangsched.holds GROUP BY node_id) h
+  JOIN gangsched.nodes n ON n.id = h.node_id
+  LEFT JOIN (SELECT c.node_id, sum(c.cpus) cpus, sum(c.mem_gb) mem, sum(c.net_gbps) net
+               FROM cur c JOIN gangsched.gangs v ON v.id = c.job
+              WHERE NOT (v.state = 'preempting'
+                         AND EXISTS (SELECT FROM gangsched.holds h2
+                                      WHERE h2.node_id = c.node_id
+                                        AND (h2.job = v.preempted_for
+                                             OR EXISTS (SELECT FROM gangsched.events e
+                                                         WHERE e.job = h2.job AND e.kind = 'nominated'
+                                                           AND e.detail->'waits_for' @> to_jsonb(v.id)))))
+              GROUP BY c.node_id) o ON o.node_id = h.node_id
+ WHERE h.cpus + COALESCE(o.cpus, 0) > n.cpus OR h.mem + COALESCE(o.mem, 0) > n.mem_gb OR h.net + COALESCE(o.net, 0) > n.net_gbps
+UNION ALL
+SELECT 5, h.job, NULL, format('job holds capacity but is %s', j.state)
+  FROM (SELECT DISTINCT job FROM gangsched.holds) h JOIN gangsched.gangs j ON j.id = h.job
+ WHERE j.state <> 'nominated'
+UNION ALL
+SELECT 5, h.job, n.name, format('two nominated jobs hold slot %s', s.slot)
+  FROM gangsched.holds h JOIN gangsched.nodes n ON n.id = h.node_id,
+       gangsched._slots(h.devices, h.first_slice, h.slices) s
+ WHERE EXISTS (SELECT FROM gangsched.holds h2, gangsched._slots(h2.devices, h2.first_slice, h2.slices) s2
+                WHERE h2.node_id = h.node_id AND h2.job < h.job AND s2.slot = s.slot)
+UNION ALL
+-- 6. inventory: each node's device rows are exactly its declared GPUs, and
+--    its equivalence class has its shape (admission reasons over classes).
+SELECT 6, NULL, n.name, format('node declares %s GPUs of %s slices but its device rows are %s', n.gpus, n.gpu_slices,
+                               COALESCE(dv.list, 'none'))
+  FROM gangsched.nodes n
+  LEFT JOIN LATERAL (SELECT count(*) AS cnt, string_agg(d.idx || ':' || d.slices, ', ' ORDER BY d.idx) AS list,
+                            bool_and(d.idx < n.gpus AND d.slices = n.gpu_slices) AS ok
+                       FROM gangsched.devices d WHERE d.node_id = n.id) dv ON true
+ WHERE dv.cnt <> n.gpus OR NOT COALESCE(dv.ok, true)
+UNION ALL
+SELECT 6, NULL, n.name, format('node''s shape (pool %s, %s cpus, %s GB, %s Gb/s, %s GPUs) differs from its class %s',
+                               n.pool_id, n.cpus, n.mem_gb, n.net_gbps, n.gpus, n.class_id)
+  FROM gangsched.nodes n JOIN gangsched.node_classes c ON c.id = n.class_id
+ WHERE (n.pool_id, n.cpus, n.mem_gb, n.net_gbps, n.gpus, n.gpu_model, n.gpu_mem_gb, n.gpu_slices)
+       IS DISTINCT FROM (c.pool_id, c.cpus, c.mem_gb, c.net_gbps, c.gpus, c.gpu_model, c.gpu_mem_gb, c.gpu_slices)
+UNION ALL
+-- 7. the privilege boundary: no role but the owner may write gangsched's
+--    tables or sequences (operators may read them, the other roles only the
+--    views), nobody else may create in its schema, PUBLIC executes nothing.
+SELECT 7, NULL, NULL, format('%s has %s on %s', CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_get_userbyid(a.grantee) END,
+                             a.privilege_type, c.oid::regclass)
+  FROM pg_catalog.pg_class c CROSS JOIN LATERAL aclexplode(c.relacl) a
+ WHERE c.relnamespace = 'gangsched'::regnamespace AND c.relkind IN ('r', 'p', 'S', 'v', 'm')
+   AND a.grantee <> c.relowner
+   AND NOT (a.grantee <> 0 AND (SELECT rolsuper FROM pg_catalog.pg_roles WHERE oid = a.grantee))
+   AND NOT (a.privilege_type = 'SELECT' AND a.grantee <> 0
+            AND pg_get_userbyid(a.grantee) = 'gangsched_operator')
+   AND NOT (a.privilege_type = 'SELECT' AND c.relkind = 'v' AND a.grantee <> 0
+            AND pg_get_userbyid(a.grantee) IN ('gangsched_portal', 'gangsched_analyst'))
+UNION ALL
+SELECT 7, NULL, NULL, format('%s may %s in schema gangsched', CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_get_userbyid(a.grantee) END,
+                             a.privilege_type)
+  FROM pg_catalog.pg_namespace s CROSS JOIN LATERAL aclexplode(s.nspacl) a
+ WHERE s.nspname = 'gangsched' AND a.grantee <> s.nspowner
+   AND NOT (a.privilege_type = 'USAGE' AND a.grantee <> 0
+            AND pg_get_userbyid(a.grantee) IN ('gangsched_operator', 'gangsched_portal', 'gangsched_agent', 'gangsched_analyst'))
+UNION ALL
+SELECT 7, NULL, NULL, format('PUBLIC may execute %s', p.oid::regprocedure)
+  FROM pg_catalog.pg_proc p
+ WHERE p.pronamespace = 'gangsched'::regnamespace
+   AND (p.proacl IS NULL OR EXISTS (SELECT FROM aclexplode(p.proacl) a WHERE a.grantee = 0))
+UNION ALL
+-- 8. dependencies: only pending jobs wait, and only for jobs of their own
+--    team that they listed and that have not ended (58_dependencies.sql)
+SELECT 8, g.id, NULL,
+       CASE WHEN g.state <> 'pending' THEN format('job is %s but still waits for jobs %s', g.state, g.waiting_for)
+            WHEN NOT (g.waiting_for <@ COALESCE(g.after_jobs, '{}')) THEN
+                 format('job waits for jobs %s but listed only %s', g.waiting_for, COALESCE(g.after_jobs, '{}'))
+            ELSE format('job waits for job %s, which %s', x.id,
+                        CASE WHEN x.state IS NULL THEN 'does not exist'
+                             WHEN x.team_id <> g.team_id THEN 'belongs to another team'
+                             ELSE 'has ended (' || x.state || ')' END) END
+  FROM gangsched.gangs g
+  LEFT JOIN LATERAL (SELECT w.id, d.state, d.team_id FROM unnest(g.waiting_for) w(id)
+                       LEFT JOIN gangsched.gangs d ON d.id = w.id
+                      WHERE d.id IS NULL OR d.team_id <> g.team_id
+                         OR d.state IN ('finished', 'failed', 'cancelled', 'expired')
+                      ORDER BY w.id LIMIT 1) x ON true
+ WHERE g.waiting_for IS NOT NULL
+   AND (g.state <> 'pending' OR NOT (g.waiting_for <@ COALESCE(g.after_jobs, '{}')) OR x.id IS NOT NULL)
+$$;
+
 -- ==== pre12: cheaper agents' reports (issue 12: the replay's wall time) ====
 -- a job's open allocations (ending them plans generically, 99_search_path.sql)
 CREATE INDEX allocations_open_job_idx ON gangsched.allocations (job)

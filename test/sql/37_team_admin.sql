@@ -25,6 +25,7 @@ SELECT reason, detail->>'weight' AS weight, detail->>'was' AS was
   FROM gangsched.events WHERE kind = 'team' AND reason = 'team weight set';
 -- bad weights keep add_team's rule and errcodes; an unknown team is named
 \set VERBOSITY default
+\set SHOW_CONTEXT never
 SELECT gangsched.set_team_weight('a', 0);
 SELECT gangsched.set_team_weight('a', 'NaN');
 SELECT gangsched.set_team_weight('a', 10000000);

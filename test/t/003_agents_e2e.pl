@@ -12,7 +12,9 @@
 # - an agent killed with SIGKILL and restarted adopts its running workers
 #   (no duplicate processes, the job stays running);
 # - a server restart loses and duplicates nothing: the agents reconnect;
-# - a cancel kills the workers; a failing worker fails its job.
+# - a cancel kills the workers; a failing worker fails its job;
+# - a pipeline of jobs that wait for each other (submit's after) runs step
+#   by step, and a failing step fails the steps that wait for it.
 use strict;
 use warnings;
 
@@ -339,6 +341,35 @@ my $idle = sql("SELECT gangsched.submit('a', 1, 1, name => 'no command')");
 ok(poll_until("SELECT state FROM gangsched.jobs WHERE job = $idle", 'running', 20),
 	'a job without a command is confirmed and holds its capacity');
 sql("SELECT gangsched.cancel($idle)");
+
+# -------------------------------------------------------------------------
+# A pipeline (submit's after): each step starts when the one before has
+# finished, with the worker running the rounds; a failing step fails the
+# steps after it at once
+# -------------------------------------------------------------------------
+my $train = sql("SELECT gangsched.submit('a', 2, 1, name => 'p-train', command => 'exec sh $trainer 20 0.05')");
+my $eval = sql("SELECT gangsched.submit('a', 1, 1, name => 'p-eval', after => ARRAY[$train]::bigint[],
+                                        command => 'exec sh $trainer 5 0.05')");
+my $export = sql("SELECT gangsched.submit('a', 1, 1, name => 'p-export', after => ARRAY[$eval]::bigint[],
+                                          command => 'exec sh $trainer 5 0.05')");
+like(sql("SELECT reason FROM gangsched.jobs WHERE job = $export"), qr/^waiting for job $eval to finish successfully$/,
+	'the last step waits for the one before');
+ok(poll_until("SELECT state FROM gangsched.jobs WHERE job = $export", 'finished', 30),
+	'the pipeline ran to its end without anybody calling run_round()');
+is(sql("SELECT bool_and(e.started_at >= t.finished_at) FROM gangsched.jobs t, gangsched.jobs e
+         WHERE (t.job, e.job) IN (($train, $eval), ($eval, $export))"), 't',
+	'each step started after the one before had finished');
+my $bad = sql("SELECT gangsched.submit('a', 1, 1, name => 'p-bad',
+                                       command => 'export TRAINER_FAIL_AT=2; exec sh $trainer 100 0.05')");
+my $after_bad = sql("SELECT gangsched.submit('a', 1, 1, name => 'p-after-bad', after => ARRAY[$bad]::bigint[])");
+my $cleanup = sql("SELECT gangsched.submit('a', 1, 1, name => 'p-cleanup', after => ARRAY[$bad]::bigint[],
+                                           after_mode => 'any', command => 'exec sh $trainer 2 0.05')");
+ok(poll_until("SELECT state FROM gangsched.jobs WHERE job = $after_bad", 'failed', 20),
+	'a step after a failing one fails');
+is(sql("SELECT reason FROM gangsched.jobs WHERE job = $after_bad"), "job $bad, which it waits for, failed",
+	'with the reason');
+ok(poll_until("SELECT state FROM gangsched.jobs WHERE job = $cleanup", 'finished', 20),
+	'a step after any end runs after the failure');
 
 ok(wait_for(sub { scalar(tracked_process_groups()) == 0 }, 10, 'the agents to drop their records'),
 	'the agents track no worker any more');

@@ -180,6 +180,22 @@ is(sql("SELECT state FROM gangsched.jobs WHERE job = $j2"), 'cancelled', 'the jo
 is($rc, 1, 'cancelling it again is refused (1)');
 like($err, qr/ERROR:  55000:/, 'object_not_in_prerequisite_state');
 
+# ---- dependencies --------------------------------------------------------------
+($rc, $out, $err) = cli('cli_portal', 'submit', '--team', 'vision', '--gpus', '1', '--name', 'after-j1',
+	'--after', $j1, '--after-mode', 'any');
+is($rc, 0, 'submit --after --after-mode') or diag $err;
+my ($j4) = $out =~ /^submitted job (\d+)$/;
+is(sql("SELECT after_jobs::text || ' ' || after_mode FROM gangsched.gangs WHERE id = $j4"), "{$j1} any",
+	'--after and --after-mode reached submit()');
+($rc, $out, $err) = cli('cli_portal', 'why', $j4);
+is($rc, 0, 'why of a waiting job') or diag $err;
+like($out, qr/dependencies.*waiting for job $j1 to end/, 'says what it waits for');
+($rc, $out, $err) = cli('cli_portal', 'submit', '--team', 'vision', '--after', "$j1; SELECT 1");
+is($rc, 2, '--after with anything but ids is a usage error');
+($rc, $out, $err) = cli('cli_portal', 'submit', '--team', 'vision', '--after', '999999');
+is($rc, 1, 'waiting for an unknown job is refused (1)');
+like($err, qr/ERROR:  23503: job 999999 does not exist in team "vision"/, 'with the SQLSTATE');
+
 # ---- no server ---------------------------------------------------------------
 {
 	local $ENV{PGCONNECT_TIMEOUT} = 2;
