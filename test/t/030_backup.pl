@@ -211,7 +211,12 @@ my $t0 = time;
 my ($rc, $out, $err) = run_cmd('pg_dump', '-Fc', '-f', $dump, '-d', $node->connstr('postgres'));
 my $dump_s = time - $t0;
 is($rc, 0, 'pg_dump -Fc succeeds') or diag $err;
-is($err, '', 'without a warning');
+# teams.parent_id references teams: for the extension's configuration
+# tables, dumped as data, pg_dump warns of a circular foreign key. Harmless:
+# a COPY checks its rows' references at the end of the statement, so the
+# restore below loads the teams in any order.
+my $err_other = $err =~ s/pg_dump: warning: there are circular foreign-key constraints on this table:\npg_dump: detail: teams\n(?:pg_dump: hint: .*\n)*//r;
+is($err_other, '', 'without a warning (but the self-reference of teams)');
 my $after = sql($fingerprint);
 is($after, $before, 'the source did not change while it was dumped (the worker idles on a stable state)');
 cmp_ok(sql('SELECT rounds FROM gangsched.worker_status()'), '>', 0, 'while the worker ran rounds');
