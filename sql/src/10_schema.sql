@@ -223,6 +223,12 @@ CREATE INDEX allocations_job_idx ON gangsched.allocations (job);
 CREATE INDEX allocations_current_idx ON gangsched.allocations (node_id)
     INCLUDE (team_id, gpus, borrowed)
     WHERE upper_inf(during);
+-- A job's open allocations (ending them: job_finished, cancel, a release or
+-- a requeue). Those statements run with generic plans (99_search_path.sql);
+-- without this index their plan ANDs allocations_current_idx, reading every
+-- open allocation of the cluster for each job ended.
+CREATE INDEX allocations_open_job_idx ON gangsched.allocations (job)
+    WHERE upper_inf(during);
 
 -- What is held now, one row per device slice: slot = device * 8 + slice
 -- (gangsched._slots() in SQL, GS_SLOTS_PER_DEVICE in src/model.h).

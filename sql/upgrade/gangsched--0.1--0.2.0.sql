@@ -4638,6 +4638,18 @@ SELECT * FROM (
  ORDER BY 1 NULLS LAST
 $$;
 
+-- ==== pre12: cheaper agents' reports (issue 12: the replay's wall time) ====
+-- a job's open allocations (ending them plans generically, 99_search_path.sql)
+CREATE INDEX allocations_open_job_idx ON gangsched.allocations (job)
+    WHERE upper_inf(during);
+-- PL/pgSQL rather than SQL: its INSERT is planned once per session
+CREATE OR REPLACE FUNCTION gangsched._event(kind text, job bigint, node_id int, team_id int, reason text, detail jsonb DEFAULT NULL)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO gangsched.events (at, kind, job, node_id, team_id, reason, detail)
+    VALUES (gangsched.now(), _event.kind, _event.job, _event.node_id, _event.team_id, _event.reason, _event.detail);
+END $$;
+
 /* ------------------------------------------------------------------ */
 -- ==== merge: objects more than one section above changed, as sql/src has them ====
 /* ------------------------------------------------------------------ */
