@@ -237,4 +237,30 @@ SELECT 8, g.id, NULL,
                       ORDER BY w.id LIMIT 1) x ON true
  WHERE g.waiting_for IS NOT NULL
    AND (g.state <> 'pending' OR NOT (g.waiting_for <@ COALESCE(g.after_jobs, '{}')) OR x.id IS NOT NULL)
+UNION ALL
+-- 9. the team tree (docs/fairness.md, "Team trees"): every team is reached
+--    from a top-level team (no cycle), only leaf teams have live jobs, and
+--    the GPUs of the nearest quotas below a team's quota in a pool fit in it
+SELECT 9, NULL, NULL, format('team %s is not reached from a top-level team (its parents form a cycle)', t.name)
+  FROM gangsched.teams t
+ WHERE NOT EXISTS (SELECT FROM gangsched._team_tree x WHERE x.team_id = t.id)
+UNION ALL
+SELECT 9, g.id, NULL, format('job of team %s, which has subteams, is %s', t.name, g.state)
+  FROM gangsched.gangs g JOIN gangsched.teams t ON t.id = g.team_id
+ WHERE g.state IN ('pending', 'nominated', 'placed', 'running', 'preempting')
+   AND EXISTS (SELECT FROM gangsched.teams c WHERE c.parent_id = g.team_id)
+UNION ALL
+SELECT 9, NULL, NULL, format('the teams below %s hold %s GPUs of nominal quota in pool %s, more than its %s',
+                             pt.name, k.below, pl.name, pq.gpus)
+  FROM (SELECT gangsched._quota_parent(q.team_id, q.pool_id) AS parent, q.pool_id, sum(q.gpus) AS below
+          FROM gangsched.quotas q
+          -- teams reached from the top only: a cycle is reported above,
+          -- and walking up one would not end
+          JOIN gangsched._team_tree t ON t.team_id = q.team_id
+         WHERE t.parent_id IS NOT NULL
+         GROUP BY 1, 2) k
+  JOIN gangsched.quotas pq ON pq.team_id = k.parent AND pq.pool_id = k.pool_id
+  JOIN gangsched.teams pt ON pt.id = k.parent
+  JOIN gangsched.pools pl ON pl.id = k.pool_id
+ WHERE k.below > pq.gpus
 $$;

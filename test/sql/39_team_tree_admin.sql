@@ -177,6 +177,21 @@ SELECT team, path, gpu_hours FROM gangsched.usage('2030-01-01 00:00+00', '2030-0
 SELECT gangsched.set_team_parent('infra', NULL);
 RESET ROLE;
 
+-- Invariant 9 sees a tree broken behind the API's back (as the owner):
+-- a cycle, a live job in a team with subteams, and children's quotas above
+-- their parent's; each put back at once.
+UPDATE gangsched.teams SET parent_id = (SELECT id FROM gangsched.teams WHERE name = 'vision') WHERE name = 'org';
+SELECT invariant, detail FROM gangsched.check_invariants() ORDER BY detail;
+UPDATE gangsched.teams SET parent_id = NULL WHERE name = 'org';
+UPDATE gangsched.gangs SET team_id = (SELECT id FROM gangsched.teams WHERE name = 'research')
+ WHERE id = (SELECT min(job) FROM gangsched.jobs WHERE team = 'vision' AND state = 'pending');
+SELECT invariant, job IS NOT NULL AS names_job, detail FROM gangsched.check_invariants();
+UPDATE gangsched.gangs SET team_id = (SELECT id FROM gangsched.teams WHERE name = 'vision')
+ WHERE team_id = (SELECT id FROM gangsched.teams WHERE name = 'research');
+UPDATE gangsched.quotas SET gpus = 20 WHERE team_id = (SELECT id FROM gangsched.teams WHERE name = 'vision');
+SELECT invariant, detail FROM gangsched.check_invariants();
+UPDATE gangsched.quotas SET gpus = 8 WHERE team_id = (SELECT id FROM gangsched.teams WHERE name = 'vision');
+
 SELECT * FROM gangsched.check_invariants();
 DROP EXTENSION gangsched CASCADE;
 DROP OWNED BY gs39_research, gs39_vision, gs39_analyst;
