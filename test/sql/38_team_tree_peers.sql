@@ -206,8 +206,8 @@ SELECT * FROM gangsched.check_invariants();
 -- n4 (naive DRF gives n3,2 two thirds of the GPUs and n4 one third). 20
 -- nodes of 4 GPUs and 15 CPUs (80 GPUs, 300 CPUs); 1-GPU or 1-CPU jobs.
 -- The rounds split the GPUs in halves as published, the CPUs 101/101/98
--- (n3,1 three jobs short of its third: while GPUs are free, n3 is
--- compared on its GPU share, above the CPU-only siblings'). fair_share
+-- (n3,1 three jobs short of its third: n3's subtree share counts n3,2's
+-- GPUs too, so n3 is picked less often while they last). fair_share
 -- gives n3,2 0.3125 (25 GPUs) and n4 0.6875 (55): the naive answer the
 -- design note warns of, as _fair_shares does not ignore n3's saturated
 -- CPUs (reported, as in scenario 5).
