@@ -331,6 +331,18 @@ fair_level(GsState *st, double **levels)
 
 	for (t = 0; t < c->nteams; t++)
 		memcpy(&demand[t * GS_NRES], c->teams[t].used, sizeof(double) * GS_NRES);
+	if (c->tree)
+	{
+		/*
+		 * trees: a team's use is its subtree's (gs_tree_rollup), and
+		 * gs_tree_fair_levels sums the subtrees' demands itself: keep each
+		 * team's own use only, or an inner team's would count twice
+		 */
+		for (t = 0; t < c->nteams; t++)
+			if (c->teams[t].parent >= 0)
+				for (i = 0; i < GS_NRES; i++)
+					demand[c->teams[t].parent * GS_NRES + i] -= c->teams[t].used[i];
+	}
 	for (i = 0; i < st->njobs; i++)
 	{
 		GsJob	   *j = &st->jobs[i];

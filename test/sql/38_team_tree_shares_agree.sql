@@ -1,0 +1,155 @@
+-- Team trees, a seeded property test that the two implementations of
+-- hierarchical weighted DRF agree: the fair_share column of team_shares
+-- (SQL, _fair_shares) and what the rounds do with the C order
+-- (next_fair_tree, src/order.c) and the per-sibling-set fair levels
+-- preemption uses (gs_tree_fair_levels, src/fair.c; not callable from
+-- SQL, so compared through what the rounds leave). On random trees (two
+-- or three levels, random weights per level) with 1-GPU jobs on 320 GPUs
+-- and no quotas, every team's subtree must end holding its fair_share of
+-- the cluster within one job (1/320, plus the view's rounding to 4
+-- places). Part 1: every leaf submits at once, one round (the order).
+-- Part 2: half of the leaves fill the cluster first, the others submit
+-- later and preemption takes back what their fair levels give them
+-- (victims released as their agents would confirm, rounds repeated).
+SET TimeZone = 'UTC';
+SET gangsched.clock_override = '2030-01-01 00:00:00+00';
+SET gangsched.start_timeout = '1d';
+SET gangsched.preemption = off;
+SET gangsched.min_runtime = 0;
+SET gangsched.fair_preemption_delay = 0;
+SET client_min_messages = warning;
+CREATE EXTENSION gangsched CASCADE;
+RESET client_min_messages;
+
+CREATE FUNCTION pg_temp.leaves() RETURNS text[]
+LANGUAGE sql AS $$
+    SELECT ARRAY(SELECT t.name FROM gangsched.teams t
+                  WHERE NOT EXISTS (SELECT FROM gangsched.teams c WHERE c.parent_id = t.id) ORDER BY t.id) $$;
+
+-- A random tree on 40 nodes of 8 GPUs (after a fresh extension); returns
+-- how many leaves it has.
+CREATE FUNCTION pg_temp.tree(seed float8) RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+    i int; k int; m int;
+    kids int;
+    grandkids int;
+BEGIN
+    SET LOCAL client_min_messages = warning;
+    DROP EXTENSION IF EXISTS gangsched CASCADE;
+    CREATE EXTENSION gangsched CASCADE;
+    PERFORM setseed(seed);
+    PERFORM gangsched.set_topology_levels(ARRAY['rack']);
+    PERFORM gangsched.add_pool('main', 'reserved');
+    PERFORM gangsched.add_node('n' || x, 'main', ('r' || (x / 10))::ltree, 64, 512, 100, 8, NULL, NULL)
+       FROM generate_series(1, 40) x;
+    FOR i IN 1 .. 2 + floor(random() * 2)::int LOOP
+        PERFORM gangsched.add_team('t' || i, 1 + floor(random() * 4)::int);
+        kids := floor(random() * 4)::int;     -- 0: a leaf at the top
+        FOR k IN 1 .. kids LOOP
+            PERFORM gangsched.add_team('t' || i || '.' || k, 1 + floor(random() * 4)::int, 't' || i);
+            grandkids := CASE WHEN random() < 0.4 THEN 2 + floor(random() * 2)::int ELSE 0 END;
+            FOR m IN 1 .. grandkids LOOP
+                PERFORM gangsched.add_team('t' || i || '.' || k || '.' || m, 1 + floor(random() * 4)::int,
+                                           't' || i || '.' || k);
+            END LOOP;
+        END LOOP;
+    END LOOP;
+    RETURN cardinality(pg_temp.leaves());
+END $$;
+
+-- Demands of the given leaves: one in four wants little (5..40 GPUs, so
+-- that some subtrees are satisfied below their weight's part), the rest
+-- 60..260. Returns the GPUs asked for.
+CREATE FUNCTION pg_temp.demand(leaves text[]) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    name text;
+    d int;
+    total bigint := 0;
+BEGIN
+    FOREACH name IN ARRAY leaves LOOP
+        d := CASE WHEN random() < 0.25 THEN 5 + floor(random() * 36)::int ELSE 60 + floor(random() * 200)::int END;
+        PERFORM gangsched.submit(name, 1, 1) FROM generate_series(1, d);
+        total := total + d;
+    END LOOP;
+    RETURN total;
+END $$;
+
+-- Rounds with victims released between them, until a round places and
+-- preempts nothing (at most n rounds); returns the rounds run.
+CREATE FUNCTION pg_temp.settle(n int) RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+    i int;
+    r record;
+BEGIN
+    FOR i IN 1 .. n LOOP
+        SELECT * INTO r FROM gangsched.run_round();
+        PERFORM gangsched.job_released(g.id) FROM gangsched.gangs g WHERE g.state = 'preempting';
+        IF r.placed = 0 AND r.preempted = 0 THEN
+            RETURN i;
+        END IF;
+    END LOOP;
+    RETURN n;
+END $$;
+
+-- Every team's subtree use against its fair_share: teams, inner teams,
+-- teams off by more than one job, the largest gap in jobs (2 decimals),
+-- and whether the cluster is full or all demand placed.
+CREATE FUNCTION pg_temp.check(demand bigint)
+RETURNS TABLE (teams bigint, inner_teams bigint, violations bigint, max_gap_jobs numeric, full_or_done bool)
+LANGUAGE sql AS $$
+    WITH s AS (
+        SELECT t.name, t.id, COALESCE(ts.used_gpus, 0) AS used, COALESCE(ts.fair_share, 0) AS fair
+          FROM gangsched.teams t LEFT JOIN gangsched.team_shares ts ON ts.team = t.name),
+    gap AS (SELECT s.*, abs(s.used - s.fair * 320) AS gap FROM s)
+    SELECT count(*),
+           count(*) FILTER (WHERE EXISTS (SELECT FROM gangsched.teams c WHERE c.parent_id = gap.id)),
+           count(*) FILTER (WHERE gap > 1 + 320 * 0.00005 + 1e-9),
+           round(max(gap), 2),
+           (SELECT sum(g.gpus * g.workers) FROM gangsched.gangs g WHERE g.state IN ('placed', 'running')) IN (320, demand)
+      FROM gap $$;
+
+/* Part 1: every leaf at once, one round (the order) */
+SELECT pg_temp.tree(0.21) AS leaves;
+SELECT pg_temp.demand(pg_temp.leaves()) AS demand \gset
+SELECT considered > 0 AS ran FROM gangsched.run_round();
+SELECT * FROM pg_temp.check(:demand);
+SELECT * FROM gangsched.check_invariants();
+
+SELECT pg_temp.tree(-0.47) AS leaves;
+SELECT pg_temp.demand(pg_temp.leaves()) AS demand \gset
+SELECT considered > 0 AS ran FROM gangsched.run_round();
+SELECT * FROM pg_temp.check(:demand);
+SELECT * FROM gangsched.check_invariants();
+
+SELECT pg_temp.tree(0.83) AS leaves;
+SELECT pg_temp.demand(pg_temp.leaves()) AS demand \gset
+SELECT considered > 0 AS ran FROM gangsched.run_round();
+SELECT * FROM pg_temp.check(:demand);
+SELECT * FROM gangsched.check_invariants();
+
+/* Part 2: late leaves take their fair share back by preemption */
+SET gangsched.preemption = off;
+SELECT pg_temp.tree(0.36) AS leaves;
+SELECT pg_temp.demand(l[1:cardinality(l) / 2]) AS early FROM pg_temp.leaves() l \gset
+SELECT pg_temp.settle(3) AS rounds;
+SET gangsched.preemption = on;
+SELECT pg_temp.demand(l[cardinality(l) / 2 + 1:]) AS late FROM pg_temp.leaves() l \gset
+SELECT pg_temp.settle(20) AS rounds;
+SELECT * FROM pg_temp.check(:early + :late);
+SELECT * FROM gangsched.check_invariants();
+
+SET gangsched.preemption = off;
+SELECT pg_temp.tree(-0.62) AS leaves;
+SELECT pg_temp.demand(l[1:cardinality(l) / 2]) AS early FROM pg_temp.leaves() l \gset
+SELECT pg_temp.settle(3) AS rounds;
+SET gangsched.preemption = on;
+SELECT pg_temp.demand(l[cardinality(l) / 2 + 1:]) AS late FROM pg_temp.leaves() l \gset
+SELECT pg_temp.settle(20) AS rounds;
+SELECT * FROM pg_temp.check(:early + :late);
+SELECT * FROM gangsched.check_invariants();
+
+SET client_min_messages = warning;
+DROP EXTENSION gangsched CASCADE;
