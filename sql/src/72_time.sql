@@ -106,7 +106,8 @@ BEGIN
 END $$;
 
 -- The round's time rule for limits: jobs whose limit has passed get the
--- preemption signal with their grace (they checkpoint and release), and
+-- preemption signal with their grace (they checkpoint and release; a
+-- 'time limit' event, not counted as a preemption by the metrics), and
 -- those still holding capacity at that deadline are killed and fail with
 -- reason 'time limit'. Returns how many were killed.
 CREATE FUNCTION gangsched._enforce_time_limits() RETURNS int
@@ -130,7 +131,7 @@ BEGIN
         RETURNING g.id, g.team_id, g.preempt_deadline, g.time_limit),
     ev AS (
         INSERT INTO gangsched.events (at, kind, job, team_id, reason, detail)
-        SELECT t, 'preempting', s.id, s.team_id, 'time limit',
+        SELECT t, 'time limit', s.id, s.team_id, 'stopped at its time limit',
                jsonb_build_object('time_limit', s.time_limit, 'deadline', s.preempt_deadline)
           FROM s RETURNING 1)
     SELECT count(pg_notify('gangsched_node_' || a.node_id,

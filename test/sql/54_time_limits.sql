@@ -141,7 +141,7 @@ SELECT name, state FROM gangsched.jobs WHERE name = 'free';
 -- the events of the stopped jobs
 SELECT e.at, e.kind, g.name, e.reason, e.detail - 'deadline' AS detail
   FROM gangsched.events e JOIN gangsched.gangs g ON g.id = e.job
- WHERE e.kind IN ('preempting', 'failed', 'finished', 'requeued') ORDER BY e.at, g.name, e.id;
+ WHERE e.kind IN ('time limit', 'preempting', 'failed', 'finished', 'requeued') ORDER BY e.at, g.name, e.id;
 -- the placed allocations end with reason 'time limit'
 SELECT g.name, a.end_reason, upper(a.during) FROM gangsched.allocations a JOIN gangsched.gangs g ON g.id = a.job
  WHERE NOT upper_inf(a.during) ORDER BY a.id;
