@@ -57,6 +57,7 @@ BEGIN
             ('queue_waits', 'gangsched_operator, gangsched_analyst'),
             ('preemption_summary', 'gangsched_operator, gangsched_analyst'),
             ('queue_depth', 'gangsched_operator, gangsched_analyst'),
+            ('time_limit_use', 'gangsched_operator, gangsched_analyst'),
             -- the metrics view calls these with the reader's privileges;
             -- the exporter's invariant check (75_metrics.sql)
             ('round_stats', 'gangsched_operator, gangsched_analyst'),

@@ -2806,3 +2806,30 @@ SELECT j.id AS job, t.name AS team, j.name, j.state, j.workers, j.gpus, j.cpus, 
   JOIN gangsched.gangs j ON v.all_rows OR j.team_id = ANY (v.teams)
   JOIN gangsched.teams t ON t.id = j.team_id
   LEFT JOIN gangsched.pools p ON p.id = j.pool_id;
+
+-- Analysts: requested against used time, per team (and a total row), of
+-- the jobs with a time limit that ended in [from, to): the limit as
+-- requested (its GPU-hours: limit × workers × gpus) against the time its
+-- last placement held its capacity (placed_at to finished_at), and how many
+-- were stopped at their limit. Jobs moved by archive_history() are not in
+-- it.
+CREATE FUNCTION gangsched.time_limit_use("from" timestamptz, "to" timestamptz)
+RETURNS TABLE (team text, jobs bigint, stopped_at_limit bigint, requested_gpu_hours float8,
+               used_gpu_hours float8, used_fraction float8, p50_used_fraction float8)
+LANGUAGE sql STABLE SET jit = off AS $$
+SELECT gangsched._bucket_seconds($1, $2, $2 - $1);   -- refuses a bad window
+WITH j AS (
+    SELECT g.team_id, g.reason = 'time limit' AND g.state = 'failed' AS stopped,
+           date_part('epoch', g.time_limit) / 3600 * g.workers * g.gpus AS req,
+           date_part('epoch', g.finished_at - g.placed_at) / 3600 * g.workers * g.gpus AS used,
+           date_part('epoch', g.finished_at - g.placed_at) / date_part('epoch', g.time_limit) AS frac
+      FROM gangsched.gangs g
+     WHERE g.time_limit IS NOT NULL AND g.placed_at IS NOT NULL
+       AND g.finished_at >= $1 AND g.finished_at < $2)
+SELECT t.name, count(*), count(*) FILTER (WHERE j.stopped),
+       sum(j.req), sum(j.used), sum(j.used) / NULLIF(sum(j.req), 0),
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY j.frac)
+  FROM j JOIN gangsched.teams t ON t.id = j.team_id
+ GROUP BY GROUPING SETS ((t.name), ())
+ ORDER BY t.name NULLS LAST
+$$;

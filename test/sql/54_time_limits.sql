@@ -145,6 +145,12 @@ SELECT e.at, e.kind, g.name, e.reason, e.detail - 'deadline' AS detail
 -- the placed allocations end with reason 'time limit'
 SELECT g.name, a.end_reason, upper(a.during) FROM gangsched.allocations a JOIN gangsched.gangs g ON g.id = a.job
  WHERE NOT upper_inf(a.during) ORDER BY a.id;
+-- analysts: requested against used time (the three that ended, per team)
+SELECT team, jobs, stopped_at_limit, round(requested_gpu_hours::numeric, 3) AS requested_gpu_hours,
+       round(used_gpu_hours::numeric, 3) AS used_gpu_hours, round(used_fraction::numeric, 3) AS used_fraction,
+       round(p50_used_fraction::numeric, 3) AS p50_used_fraction
+  FROM gangsched.time_limit_use('2030-01-01 00:00+00', '2030-01-03 00:00+00');
+SELECT pg_temp.try($$SELECT * FROM gangsched.time_limit_use('2030-01-03 00:00+00', '2030-01-01 00:00+00')$$) LIKE '22%' AS bad_window_refused;
 SELECT * FROM gangsched.check_invariants();
 
 DROP EXTENSION gangsched;
