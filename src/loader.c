@@ -745,7 +745,8 @@ load_jobs(GsState *st, GsCluster *c, const IdIndex *teams)
 		"       pg_catalog.hashtext(g.reason), g.queued_at,"
 		"       EXTRACT(epoch FROM g.queue_timeout)::pg_catalog.float8,"
 		"       pg_catalog.strpos(g.reason, 'preemption refused: ') OPERATOR(pg_catalog.>) 0,"
-		"       EXTRACT(epoch FROM g.time_limit)::pg_catalog.float8, EXTRACT(epoch FROM g.grace)::pg_catalog.float8");
+		"       pg_catalog.date_part('epoch', g.time_limit),"
+		"       CASE WHEN g.time_limit IS NOT NULL THEN pg_catalog.date_part('epoch', g.grace) END");
 	/*
 	 * The attained service of las teams' jobs that have held capacity
 	 * before (requeued: only they have allocations), in the same query:
@@ -921,8 +922,8 @@ load_running_jobs(GsState *st, const IdIndex *teams, HTAB **byjob)
 		"       g.f_gpus OPERATOR(pg_catalog.*) g.workers,"
 		"       g.f_gpus OPERATOR(pg_catalog.*) g.workers, g.f_cpus OPERATOR(pg_catalog.*) g.workers,"
 		"       g.f_mem_gb OPERATOR(pg_catalog.*) g.workers, g.f_net_gbps OPERATOR(pg_catalog.*) g.workers,"
-		"       g.workers, EXTRACT(epoch FROM g.time_limit)::pg_catalog.float8,"
-		"       EXTRACT(epoch FROM g.grace)::pg_catalog.float8, g.placed_at");
+		"       g.workers, pg_catalog.date_part('epoch', g.time_limit),"
+		"       CASE WHEN g.time_limit IS NOT NULL THEN pg_catalog.date_part('epoch', g.grace) END, g.placed_at");
 	/* las teams' jobs: GPU-seconds held so far, the open allocations up to the round's clock */
 	if (st->las_teams != NULL)
 		appendStringInfo(&sql,
