@@ -41,7 +41,7 @@ SERIES_PENDING="2500 5000 10000 20000 40000 80000"
 SERIES_AT_PENDING=20000 SERIES_AT_NODES=2048
 SUBMIT_N=10000 SUBMIT_REPS=3 PGBENCH_T=2000 METRICS_REPS=15
 CASES="cold,steady,scale,submit"
-KEEP=0 SETUP=""
+KEEP=0 SETUP="" TIME_LIMITS=0
 PORTAL_ROLE=${BENCH_PORTAL_ROLE:-gs_bench_portal} PORTAL_CREATED=0
 MAINT_DB=${BENCH_MAINTENANCE_DB:-postgres}
 
@@ -70,6 +70,9 @@ usage: bash bench/run.sh [options]
   --pgbench-t N        transactions per pgbench run (0 = skip pgbench) [$PGBENCH_T]
   --setup FILE         psql script run right after CREATE EXTENSION, in the
                        database every template is copied from
+  --time-limits        every queued job gets a time limit (1 to 24 hours, by job
+                       number; docs/time.md), where the build's submit() takes one
+                       (a build without time limits runs its queue as always)
   --keep               keep the databases (names on stderr)
 USAGE
 }
@@ -97,6 +100,7 @@ while [ $# -gt 0 ]; do
     --submit-reps) SUBMIT_REPS=$2; shift ;;
     --setup) SETUP=$(cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift ;;
     --keep) KEEP=1 ;;
+    --time-limits) TIME_LIMITS=1 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "bench/run.sh: unknown option $1" >&2; usage; exit 2 ;;
   esac
@@ -213,14 +217,15 @@ template() {
   t1=$(now_ms)
   if [ "$p" -ge "$first" ]; then
     psql_ -d "$db" -v seed="$SEED" -v first="$first" -v last="$p" -v teams="$TEAMS" \
-          -f "$HERE/jobs.sql" >/dev/null
+          -v time_limits="$TIME_LIMITS" -f "$HERE/jobs.sql" >/dev/null
   fi
   t2=$(now_ms)
   psql_ -d "$db" -c "VACUUM (FREEZE, ANALYZE)"
   TPL_DB[$key]=$db TPL_N[$db]=$n TPL_P[$db]=$p
   TEMPLATE=$db
-  local subm=$((p - first + 1))
-  emit "{\"bench\":\"generate\",\"ext\":\"$EXT_SIG\",\"nodes\":$n,\"gpus\":$((n * GPN)),\"pending\":$p,\"teams\":$TEAMS,\"tree\":$TREE,\"from\":$(jstr "${base:-empty}"),\"cluster_ms\":$((t1 - t0)),\"submitted\":$subm,\"submit_ms\":$((t2 - t1)),\"submit_us_per_job\":$(ratio $(( (t2 - t1) * 1000 )) $subm)}"
+  local subm=$((p - first + 1)) limited
+  limited=$(sql1 "$db" "SELECT count(*) FILTER (WHERE (to_jsonb(g) ->> 'time_limit') IS NOT NULL) FROM gangsched.gangs g")
+  emit "{\"bench\":\"generate\",\"ext\":\"$EXT_SIG\",\"time_limited_jobs\":$limited,\"nodes\":$n,\"gpus\":$((n * GPN)),\"pending\":$p,\"teams\":$TEAMS,\"tree\":$TREE,\"from\":$(jstr "${base:-empty}"),\"cluster_ms\":$((t1 - t0)),\"submitted\":$subm,\"submit_ms\":$((t2 - t1)),\"submit_us_per_job\":$(ratio $(( (t2 - t1) * 1000 )) $subm)}"
 }
 
 # A short fingerprint of the extension's functions and columns, logged and

@@ -41,6 +41,8 @@ bool		gs_fair_preemption_hysteresis = true;
 bool		gs_backfill = true;
 int			gs_max_pending_per_team = 10000;
 int			gs_max_workers_per_gang = 4096;
+int			gs_default_time_limit_s = 0;
+int			gs_max_time_limit_s = 0;
 int			gs_round_lock_timeout_ms = 10000;
 int			gs_team_order = GS_TEAM_FIFO;
 char	   *gs_las_thresholds = NULL;
@@ -325,6 +327,18 @@ gs_guc_init(void)
 							"A team's own limit (gangsched.set_team_limits) takes precedence.",
 							&gs_max_workers_per_gang, 4096, 1, INT_MAX, PGC_SUSET,
 							0, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("gangsched.default_time_limit",
+							"Time limit of a job that gave none of its own and whose team has no default.",
+							"0 means no limit. A job past its limit is stopped with its grace and fails (docs/time.md).",
+							&gs_default_time_limit_s, 0, 0, INT_MAX, PGC_SUSET,
+							GUC_UNIT_S, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("gangsched.max_time_limit",
+							"submit() refuses a time limit longer than this (53S09).",
+							"0 means no maximum. A team's own maximum (gangsched.set_team_time_limits) takes precedence.",
+							&gs_max_time_limit_s, 0, 0, INT_MAX, PGC_SUSET,
+							GUC_UNIT_S, NULL, NULL, NULL);
 
 	DefineCustomIntVariable("gangsched.round_lock_timeout",
 							"Longest a round waits for any lock before it gives up (the next round retries).",

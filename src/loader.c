@@ -77,6 +77,17 @@ col_text(int row, int c)
 	return v;
 }
 
+/*
+ * A job's grace in seconds, as a preemption or its time limit gives it:
+ * its own (isnull: none) else gangsched.default_grace, at most
+ * gangsched.max_grace.
+ */
+static double
+gs_grace_s(bool isnull, double own)
+{
+	return Min(isnull ? (double) gs_default_grace_s : own, (double) gs_max_grace_s);
+}
+
 /* A statement of the load whose text is the same every round (its plan is kept). */
 static void
 run(const char *sql, int expect)
@@ -318,7 +329,8 @@ job_receive(TupleTableSlot *slot, DestReceiver *self)
 	j->queued_at = DatumGetTimestampTz(v[21]);
 	j->queue_timeout_s = nl[22] ? -1 : DatumGetFloat8(v[22]);
 	j->old_reason_refused = !nl[23] && DatumGetBool(v[23]);
-	j->attained = (st->las_teams && !nl[24]) ? DatumGetFloat8(v[24]) : 0;
+	j->hold_s = nl[24] ? -1 : DatumGetFloat8(v[24]) + gs_grace_s(nl[25], nl[25] ? 0 : DatumGetFloat8(v[25]));
+	j->attained = (st->las_teams && !nl[26]) ? DatumGetFloat8(v[26]) : 0;
 	j->las_queue = -1;			/* set by the order step, which knows the clock */
 	/* clamp depths the model cannot have */
 	if (j->group_depth > c->nlevels + 1 || j->group_depth < 0)
@@ -669,7 +681,8 @@ load_usage(GsCluster *c, const IdIndex *nodes, const IdIndex *teams)
  * preemptors already (holds, counted above), so they no longer count in
  * their team's, quota's or pool's use. Every round thus sees the same
  * shares whether a victim has released yet or not (docs/preemption.md).
- * Their nodes' free host resources still count them until they go.
+ * Their nodes' free host resources still count them until they go. Jobs
+ * stopped for their time limit (no preemptor, 72_time.sql) still count.
  */
 static void
 load_leaving(GsCluster *c, const IdIndex *nodes, const IdIndex *teams)
@@ -682,7 +695,7 @@ load_leaving(GsCluster *c, const IdIndex *nodes, const IdIndex *teams)
 		"  FROM gangsched.gangs g"
 		"  JOIN gangsched.allocations a"
 		"    ON a.job OPERATOR(pg_catalog.=) g.id AND pg_catalog.upper_inf(a.during)"
-		" WHERE g.state OPERATOR(pg_catalog.=) 'preempting'"
+		" WHERE g.state OPERATOR(pg_catalog.=) 'preempting' AND g.preempted_for IS NOT NULL"
 		" GROUP BY a.node_id, a.team_id", SPI_OK_SELECT);
 	for (i = 0; i < (int) SPI_processed; i++)
 	{
@@ -795,7 +808,9 @@ load_jobs(GsState *st, GsCluster *c, const IdIndex *teams)
 		"            WHEN g.locality OPERATOR(pg_catalog.=) 'preferred' THEN 1 ELSE 0 END,"
 		"       pg_catalog.hashtext(g.reason), g.queued_at,"
 		"       EXTRACT(epoch FROM g.queue_timeout)::pg_catalog.float8,"
-		"       pg_catalog.strpos(g.reason, 'preemption refused: ') OPERATOR(pg_catalog.>) 0");
+		"       pg_catalog.strpos(g.reason, 'preemption refused: ') OPERATOR(pg_catalog.>) 0,"
+		"       pg_catalog.date_part('epoch', g.time_limit),"
+		"       CASE WHEN g.time_limit IS NOT NULL THEN pg_catalog.date_part('epoch', g.grace) END");
 	/*
 	 * The attained service of las teams' jobs that have held capacity
 	 * before (requeued: only they have allocations), in the same query:
@@ -943,6 +958,10 @@ gs_load_state_ex(bool queue)
 	load_jobs(st, c, &teams);
 	load_datasets(c, &nodes);
 	load_reclaims(st, &teams);
+	run("SELECT EXISTS (SELECT FROM gangsched.gangs g"
+		"                WHERE g.state OPERATOR(pg_catalog.=) ANY ('{placed,running}'::pg_catalog.text[])"
+		"                  AND g.time_limit IS NOT NULL)", SPI_OK_SELECT);
+	st->limits_held = col_bool(0, 1);
 	return st;
 }
 
@@ -970,7 +989,8 @@ load_running_jobs(GsState *st, const IdIndex *teams, HTAB **byjob)
 		"       g.f_gpus OPERATOR(pg_catalog.*) g.workers,"
 		"       g.f_gpus OPERATOR(pg_catalog.*) g.workers, g.f_cpus OPERATOR(pg_catalog.*) g.workers,"
 		"       g.f_mem_gb OPERATOR(pg_catalog.*) g.workers, g.f_net_gbps OPERATOR(pg_catalog.*) g.workers,"
-		"       g.workers");
+		"       g.workers, pg_catalog.date_part('epoch', g.time_limit),"
+		"       CASE WHEN g.time_limit IS NOT NULL THEN pg_catalog.date_part('epoch', g.grace) END, g.placed_at");
 	/* las teams' jobs: GPU-seconds held so far, the open allocations up to the round's clock */
 	if (st->las_teams != NULL)
 		appendStringInfo(&sql,
@@ -1008,10 +1028,14 @@ load_running_jobs(GsState *st, const IdIndex *teams, HTAB **byjob)
 		for (k = 0; k < GS_NRES; k++)
 			r->demand[k] = col_float(i, 9 + k, 0);
 		r->nalloc_cap = Max(col_int(i, 13, 1), 1);
+		r->ends = 0;
+		if (!col_null(i, 14) && !col_null(i, 16))
+			r->ends = DatumGetTimestampTz(col(i, 16, &isnull)) +
+				(int64) ((col_float(i, 14, 0) + gs_grace_s(col_null(i, 15), col_float(i, 15, 0))) * USECS_PER_SEC);
 		r->las_queue = -1;
 		if (st->las_teams != NULL && r->tix >= 0 && c->teams[r->tix].las)
 		{
-			r->attained = Max(col_float(i, 14, 0), 0);
+			r->attained = Max(col_float(i, 17, 0), 0);
 			r->las_queue = (int16_t) gs_las_queue_of(r->attained);
 		}
 		r->allocs = palloc0(sizeof(GsAlloc) * r->nalloc_cap);

@@ -215,6 +215,11 @@ typedef struct GsRunning
 	 * preemptor at slice level (the rest is then not offered).
 	 */
 	bool		shareable;
+	/*
+	 * When it lets its capacity go at the latest: placed_at + its time
+	 * limit + its grace (TimestampTz); 0 when it has no time limit.
+	 */
+	int64_t		ends;
 } GsRunning;
 
 typedef struct GsJob
@@ -268,6 +273,10 @@ typedef struct GsJob
 	double		stranded_gpus;	/* victims' GPUs it does not use */
 	const char *preempt_refused;	/* a victim search refused it: why */
 	bool		reserved;		/* the starvation guard's reservation */
+	/* time (docs/time.md) */
+	double		hold_s;			/* time limit + grace, seconds: the longest it holds capacity; < 0 no limit */
+	int64_t		expected_start; /* the reserved job: when it is expected to fit (TimestampTz), 0 unknown */
+	bool		backfilled;		/* placed on capacity kept for the reserved job (ends before its expected start) */
 	GsAssign   *assign;			/* [workers] when placed */
 	int16_t		dom_depth;		/* the domain the gang went to */
 	int32_t		dom_index;
@@ -355,6 +364,7 @@ typedef struct GsState
 	int			nrunning;
 	GsRunning  *running;
 	int64_t		now;			/* the scheduler's clock for this round */
+	bool		limits_held;	/* some job holding capacity has a time limit */
 	struct StringInfoData *las_teams;	/* ids of las teams ("1,4"), NULL when none */
 	void		(*load_running) (struct GsState *st);	/* SPI edge, set by the caller */
 } GsState;

@@ -74,7 +74,7 @@ typedef struct ShapeMemo
  */
 typedef struct ShapeCounts
 {
-	ShapeKey	key;			/* with only_cached in key.pad */
+	ShapeKey	key;			/* with only_cached | ignore_reserved << 1 in key.pad */
 	int64_t		synced;			/* position in the dirty log */
 	int32_t    *cnt[GS_MAX_DEPTH];
 	int32_t    *wsum[GS_MAX_DEPTH];
@@ -112,6 +112,7 @@ struct GsPlacer
 	bool		only_cached;	/* locality filter in force */
 	CountMode	mode;
 	bool		ignore_memo;	/* capacity may grow (victim search) */
+	bool		ignore_reserved;	/* FREE counts the starvation guard's capacity as free (backfill with time) */
 	int			last_d,			/* the gang domain of the last placement or probe that succeeded */
 				last_i;
 	int			next_rank;
@@ -266,9 +267,9 @@ node_cap(GsPlacer *p, const GsNode *n)
 	if (p->only_cached &&
 		(j->dataset < 0 || !p->c->dataset_nodes[j->dataset][n - p->c->nodes]))
 		return 0;
-	fc = empty ? n->cap_cpus : n->free_cpus - n->res_cpus;
-	fm = empty ? n->cap_mem : n->free_mem - n->res_mem;
-	fn = empty ? n->cap_net : n->free_net - n->res_net;
+	fc = empty ? n->cap_cpus : n->free_cpus - (p->ignore_reserved ? 0 : n->res_cpus);
+	fm = empty ? n->cap_mem : n->free_mem - (p->ignore_reserved ? 0 : n->res_mem);
+	fn = empty ? n->cap_net : n->free_net - (p->ignore_reserved ? 0 : n->res_net);
 	if (j->cpus > 0)
 		cap = Min(cap, (int) floor(fc / j->cpus + GS_EPS));
 	if (j->mem > 0)
@@ -289,6 +290,8 @@ node_cap(GsPlacer *p, const GsNode *n)
 
 			if (empty)
 				avail = n->ngpus;
+			else if (p->ignore_reserved)
+				avail = n->free_whole;
 			else
 			{
 				avail = n->free_whole - n->res_whole;
@@ -311,8 +314,11 @@ node_cap(GsPlacer *p, const GsNode *n)
 			{
 				for (dv = 0; dv < n->ngpus; dv++)
 					avail += runs_table[free_mask(n, dv)][k];
-				avail -= n->res_whole * (n->slices / k);
-				avail -= (n->res_slices + k - 1) / k;
+				if (!p->ignore_reserved)
+				{
+					avail -= n->res_whole * (n->slices / k);
+					avail -= (n->res_slices + k - 1) / k;
+				}
 			}
 			cap = Min(cap, avail);
 		}
@@ -418,7 +424,7 @@ counts_for_job(GsPlacer *p)
 	if (p->mode == MODE_FREE)
 	{
 		shape_key(p->job, &key);
-		key.pad = p->only_cached;
+		key.pad = (int16_t) (p->only_cached | (p->ignore_reserved << 1));
 		sc = hash_search(p->counts, &key, HASH_FIND, &found);
 		if (!found && p->ncounts < GS_MAX_SHAPE_COUNTS)
 		{
@@ -878,7 +884,7 @@ place_internal(GsPlacer *p, GsJob *j, GsWhy *why, bool commit)
 	if (why != NULL)
 		memset(why, 0, sizeof(*why));
 	shape_key(j, &key);
-	m = p->ignore_memo ? NULL : hash_search(p->memo, &key, HASH_FIND, &found);
+	m = (p->ignore_memo || p->ignore_reserved) ? NULL : hash_search(p->memo, &key, HASH_FIND, &found);
 	if (m != NULL && found && j->workers >= m->min_failing_workers)
 	{
 		if (why != NULL)
@@ -976,6 +982,38 @@ gs_reserve(GsPlacer *p, GsJob *j)
 	j->reserved = true;
 	/* capacity changed: earlier failures stay failures, nothing else to do */
 	return true;
+}
+
+bool
+gs_reserve_free(GsPlacer *p, GsJob *j)
+{
+	int			d,
+				i,
+				k;
+
+	prepare(p, j);
+	p->mode = MODE_FREE;
+	if (!p->pool_ok_any)
+		return false;
+	counts_for_job(p);
+	if (!choose_gang_domain(p, &d, &i))
+		return false;
+	/* reserve (EMPTY mode records res_*) along the FREE counts */
+	for (k = 0; k <= p->L1; k++)
+		memcpy(p->freecnt[k], p->cnt[k], sizeof(int32_t) * p->c->ndom[k]);
+	p->mode = MODE_EMPTY;
+	assign_units(p, d, i, gang_need(p, d));
+	p->mode = MODE_FREE;
+	j->reserved = true;
+	j->dom_depth = (int16_t) d;
+	j->dom_index = i;
+	return true;
+}
+
+void
+gs_placer_ignore_reserved(GsPlacer *p, bool on)
+{
+	p->ignore_reserved = on;
 }
 
 char *

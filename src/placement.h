@@ -53,6 +53,16 @@ extern void gs_placer_last_domain(const GsPlacer *p, int *d, int *i);
  */
 extern bool gs_reserve(GsPlacer *p, GsJob *job);
 
+/*
+ * Backfill with time: reserve where the gang fits the capacity free now
+ * (the caller has released, in the model, the jobs whose time limits end
+ * before the gang's expected start). False when it does not fit there.
+ */
+extern bool gs_reserve_free(GsPlacer *p, GsJob *job);
+
+/* Count the starvation guard's capacity as free (jobs that end before its expected start). */
+extern void gs_placer_ignore_reserved(GsPlacer *p, bool on);
+
 /* While capacity may grow (victim searches), do not trust earlier failures. */
 extern void gs_placer_ignore_memo(GsPlacer *p, bool on);
 

@@ -230,6 +230,22 @@ kill_overdue(void)
 }
 
 
+/*
+ * Jobs past their time limit get the preemption signal with their grace;
+ * those past that deadline are killed and fail (sql/src/72_time.sql).
+ * Returns how many were killed.
+ */
+static int
+enforce_time_limits(void)
+{
+	bool		isnull;
+	Datum		d;
+
+	exec_args("SELECT gangsched._enforce_time_limits()", 0, NULL, NULL, SPI_OK_SELECT);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	return isnull ? 0 : DatumGetInt32(d);
+}
+
 /* ---- the placements' counts for the metrics -------------------------- */
 
 /*
@@ -1184,6 +1200,7 @@ round_steps(RoundResult *res)
 	INSTR_TIME_SET_CURRENT(t0);
 	exec_args("SELECT gangsched._mark_silent_nodes()", 0, NULL, NULL, SPI_OK_SELECT);
 	res->requeued = requeue_unstarted(gs_now());
+	(void) enforce_time_limits();	/* they fail: not requeued, not in the row */
 	res->killed = kill_overdue();
 	INSTR_TIME_SET_CURRENT(t1);
 	st = gs_load_state();
@@ -1350,8 +1367,8 @@ gs_queue(PG_FUNCTION_ARGS)
 	for (k = 0; k < n; k++)
 	{
 		GsJob	   *j = gs_order_at(dec.order, k);
-		Datum		v[8];
-		bool		nl[8] = {false, false, false, false, false, false, false, false};
+		Datum		v[9];
+		bool		nl[9] = {false, false, false, false, false, false, false, false, false};
 
 		if (j->expiring)
 			continue;
@@ -1374,6 +1391,11 @@ gs_queue(PG_FUNCTION_ARGS)
 		}
 		else
 			nl[6] = nl[7] = true;
+		/* the reserved job's expected start (backfill with time, docs/time.md) */
+		if (j->reserved && j->expected_start > 0)
+			v[8] = TimestampTzGetDatum((TimestampTz) j->expected_start);
+		else
+			nl[8] = true;
 		tuplestore_putvalues(ts, tupdesc, v, nl);
 	}
 	SPI_finish();

@@ -17,6 +17,7 @@
 #include "postgres.h"
 
 #include "lib/stringinfo.h"
+#include "utils/timestamp.h"
 #include "portability/instr_time.h"
 #include "utils/hsearch.h"
 
@@ -194,6 +195,129 @@ borrow_elsewhere(Round *rd, GsJob *j, bool *ok)
 	return elsewhere;
 }
 
+/* Running jobs by the time they let go at the latest, earliest first (then by id). */
+static int
+cmp_ends(const void *a, const void *b)
+{
+	const GsRunning *x = *(GsRunning *const *) a;
+	const GsRunning *y = *(GsRunning *const *) b;
+
+	if (x->ends != y->ends)
+		return x->ends < y->ends ? -1 : 1;
+	return (x->id > y->id) - (x->id < y->id);
+}
+
+/* Release (in the model) exactly the first k of ends[], from the first *cur. */
+static void
+release_first(GsPlacer *p, GsRunning **ends, int *cur, int k)
+{
+	while (*cur < k)
+		gs_model_release(p, ends[(*cur)++], true);
+	while (*cur > k)
+		gs_model_release(p, ends[--(*cur)], false);
+}
+
+/*
+ * Backfill with time (EASY backfill, docs/time.md): from the time limits
+ * of the jobs holding capacity, the earliest time the reserved job fits
+ * (the end of the k-th of them to let go, the fewest k that make room:
+ * room only grows with k, so a binary search finds it) and where; that
+ * capacity is kept for it. False when no such time is known (the jobs it
+ * waits for have no limit): the guard then keeps capacity as without
+ * limits.
+ */
+static bool
+reserve_with_time(Round *rd, GsJob *j)
+{
+	GsState    *st = rd->st;
+	GsPlacer   *p = rd->out->placer;
+	GsRunning **ends;
+	int			m = 0,
+				cur = 0,
+				lo,
+				hi,
+				i;
+	bool		ok = false;
+
+	if (!st->limits_held)
+		return false;
+	if (!st->running_loaded && st->load_running)
+		st->load_running(st);
+	ends = palloc(sizeof(GsRunning *) * Max(st->nrunning, 1));
+	for (i = 0; i < st->nrunning; i++)
+	{
+		GsRunning  *r = &st->running[i];
+
+		if (r->ends > 0 && !r->taken && !r->released)
+			ends[m++] = r;
+	}
+	if (m == 0)
+	{
+		pfree(ends);
+		return false;
+	}
+	qsort(ends, m, sizeof(GsRunning *), cmp_ends);
+	gs_placer_ignore_memo(p, true);
+	release_first(p, ends, &cur, m);
+	if (gs_probe(p, j, NULL))
+	{
+		/* the fewest in [1, m] that make room */
+		lo = 1;
+		hi = m;
+		while (lo < hi)
+		{
+			int			mid = lo + (hi - lo) / 2;
+
+			release_first(p, ends, &cur, mid);
+			if (gs_probe(p, j, NULL))
+				hi = mid;
+			else
+				lo = mid + 1;
+		}
+		release_first(p, ends, &cur, lo);
+		ok = gs_reserve_free(p, j);
+		if (ok)
+			j->expected_start = Max(st->now, ends[lo - 1]->ends);
+	}
+	release_first(p, ends, &cur, 0);
+	gs_placer_ignore_memo(p, false);
+	pfree(ends);
+	return ok;
+}
+
+/* "rack r1", "node n3", "pool a": the domain the reserved job is expected to start in. */
+static const char *
+domain_text(GsCluster *c, const GsJob *j)
+{
+	StringInfoData s;
+
+	initStringInfo(&s);
+	appendStringInfo(&s, "%s %s", c->level_names[j->dom_depth], c->dom[j->dom_depth][j->dom_index].label);
+	return s.data;
+}
+
+/*
+ * Backfill with time: a candidate that does not fit beside the capacity
+ * kept for the reserved job may use that capacity too when its time limit
+ * (with its grace) ends before the reserved job's expected start.
+ */
+static bool
+backfill_held(Round *rd, GsJob *j)
+{
+	GsJob	   *res = rd->out->reserved;
+	bool		ok;
+
+	if (res == NULL || res->expected_start <= 0 || j->hold_s < 0 ||
+		rd->st->now + (int64_t) (j->hold_s * 1000000.0) > res->expected_start)
+		return false;
+	gs_placer_ignore_reserved(rd->out->placer, true);
+	ok = gs_place(rd->out->placer, j, NULL);
+	gs_placer_ignore_reserved(rd->out->placer, false);
+	if (ok)
+		j->backfilled = true;
+	return ok;
+}
+
 /*
  * The starvation guard, for the first candidate that does not fit, if it
  * would fit the cluster as it is when empty: within its quota, or else
@@ -208,6 +332,17 @@ guard(Round *rd, GsJob *j, GsWhy *why, uint64_t elsewhere)
 
 	if (rd->guard_done)
 		return false;
+	if (reserve_with_time(rd, j))
+	{
+		rd->guard_done = true;
+		out->reserved = j;
+		initStringInfo(&s);
+		appendStringInfo(&s, "first in line: expected to start at %s on %s; capacity is being kept for it; %s",
+						 timestamptz_to_str((TimestampTz) j->expected_start),
+						 domain_text(rd->st->cluster, j), gs_why_text(rd->st->cluster, j, why, false));
+		j->reason = s.data;
+		return true;
+	}
 	if (!gs_reserve(out->placer, j) && elsewhere != 0)
 	{
 		uint64_t	guaranteed = j->pool_mask;
@@ -245,7 +380,7 @@ decide_one(Round *rd, GsJob *j)
 	bool		ok;
 
 	out->considered++;
-	if (gs_place(out->placer, j, why))
+	if (gs_place(out->placer, j, why) || backfill_held(rd, j))
 	{
 		placed(rd, j);
 		return true;

@@ -17,6 +17,7 @@
 #include "funcapi.h"
 #include "nodes/pg_list.h"
 #include "utils/builtins.h"
+#include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
 #include "fair.h"
@@ -196,13 +197,67 @@ constraint_rows(List *rows, GsCluster *c, GsJob *target)
 	return rows;
 }
 
+/* A time as the scheduler's texts give it, in the current memory context. */
+static char *
+time_text(int64_t t)
+{
+	return pstrdup(timestamptz_to_str((TimestampTz) t));
+}
+
+/* When a job placed now lets go at the latest (its time limit and grace), as text. */
+static char *
+ends_text(const GsState *st, const GsJob *j)
+{
+	return time_text(st->now + (int64_t) (j->hold_s * 1000000.0));
+}
+
+/*
+ * Backfill with time (docs/time.md): a job that does not fit beside the
+ * capacity kept for the reserved job, but would fit in it, waits because
+ * its time limit ends after the reserved job's expected start (or it has
+ * none).
+ */
+static List *
+backfill_rows(List *rows, GsState *st, GsDecision *dec, GsJob *target)
+{
+	GsJob	   *res = dec->reserved;
+	bool		fits;
+
+	if (res == NULL || res == target || res->expected_start <= 0)
+		return rows;
+	gs_placer_ignore_reserved(dec->placer, true);
+	fits = gs_probe(dec->placer, target, NULL);
+	gs_placer_ignore_reserved(dec->placer, false);
+	if (!fits)
+		return rows;
+	if (target->hold_s < 0)
+		return add_row(rows, "backfill",
+					   "it would fit in the capacity kept for job " INT64_FORMAT ", which is expected to start at %s, "
+					   "but it has no time limit: only jobs whose limit ends before then may use that capacity",
+					   res->id, time_text(res->expected_start));
+	return add_row(rows, "backfill",
+				   "it would fit in the capacity kept for job " INT64_FORMAT ", which is expected to start at %s, "
+				   "but its time limit (with its grace) ends at %s, after that; a limit ending before then would let it backfill",
+				   res->id, time_text(res->expected_start), ends_text(st, target));
+}
+
 /* Who goes first: the starvation guard's reservation, fairer teams, its LAS queue, jobs ahead. */
 static List *
 order_rows(List *rows, GsState *st, GsDecision *dec, GsJob *target, int pos)
 {
-	if (dec->reserved == target)
+	if (dec->reserved == target && target->expected_start > 0)
+		rows = add_row(rows, "first in line",
+					   "expected to start at %s on %s %s, when the time limits of the jobs holding that capacity have ended; "
+					   "the starvation guard keeps it: later jobs use it only if their time limit ends before then",
+					   time_text(target->expected_start), st->cluster->level_names[target->dom_depth],
+					   st->cluster->dom[target->dom_depth][target->dom_index].label);
+	else if (dec->reserved == target)
 		rows = add_row(rows, "first in line",
 					   "the starvation guard keeps the capacity it waits for: later jobs only backfill around it");
+	else if (dec->reserved != NULL && dec->reserved->expected_start > 0)
+		rows = add_row(rows, "capacity held for another job",
+					   "job " INT64_FORMAT " is first in line, expected to start at %s; capacity is being kept for it",
+					   dec->reserved->id, time_text(dec->reserved->expected_start));
 	else if (dec->reserved != NULL)
 		rows = add_row(rows, "capacity held for another job",
 					   "job " INT64_FORMAT " is first in line and capacity is being kept for it",
@@ -270,12 +325,19 @@ pending_rows(int64 job_id, MemoryContext per_query)
 		rows = add_row(rows, "preemption",
 					   "the next round preempts %d job%s for it (%s) and holds their capacity for it",
 					   target->nvictims, target->nvictims == 1 ? "" : "s", target->trigger);
+	else if (target->placed && target->backfilled)
+		rows = add_row(rows, "fits now",
+					   "the next round places it (%d of %d in queue order) on capacity kept for job " INT64_FORMAT
+					   ": its time limit (with its grace) ends at %s, before that job's expected start at %s",
+					   pos + 1, st->njobs, dec.reserved->id, ends_text(st, target),
+					   time_text(dec.reserved->expected_start));
 	else if (target->placed)
 		rows = add_row(rows, "fits now",
 					   "the next round places it (%d of %d in queue order)", pos + 1, st->njobs);
 	else
 	{
 		rows = blocked_rows(rows, st, &dec, target);
+		rows = backfill_rows(rows, st, &dec, target);
 		rows = constraint_rows(rows, st->cluster, target);
 		rows = order_rows(rows, st, &dec, target, pos);
 	}

@@ -16,7 +16,7 @@ SELECT j.id AS job, t.name AS team, j.name, j.state, j.workers, j.gpus, j.cpus, 
        j.preemptions, j.requeues, j.lost_gpu_seconds, j.reason, j.message, j.queue_pos,
        CASE WHEN v.all_commands OR j.team_id = ANY (v.teams) THEN j.command END AS command,
        j.checkpoint_interval, j.grace, j.queue_timeout,
-       j.after_jobs, j.after_mode, j.waiting_for
+       j.after_jobs, j.after_mode, j.waiting_for, j.time_limit
   FROM gangsched._visibility() v
   JOIN gangsched.gangs j ON v.all_rows OR j.team_id = ANY (v.teams)
   JOIN gangsched.teams t ON t.id = j.team_id

@@ -6,7 +6,7 @@
 -- nothing is written). Internal; read the `queue` view.
 CREATE FUNCTION gangsched._queue(OUT "position" int, OUT job bigint, OUT dominant_share float8,
                                  OUT would_borrow bool, OUT fits_now bool, OUT reason text,
-                                 OUT las_queue int, OUT attained_gpu_seconds float8)
+                                 OUT las_queue int, OUT attained_gpu_seconds float8, OUT expected_start timestamptz)
 RETURNS SETOF record LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'gs_queue';
 
 -- Pending jobs in the order the next round would try them, with the
@@ -14,24 +14,27 @@ RETURNS SETOF record LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'gs_queue';
 -- would run on borrowed capacity (beyond its team's nominal quota); for the
 -- jobs of a team whose order is las, its LAS queue and the GPU-seconds it
 -- has held so far (NULL for other teams' jobs); the team's place in the
--- tree (path, depth, parent).
+-- tree (path, depth, parent); for the job the starvation guard keeps
+-- capacity for, when it is expected to start (from the time limits of the
+-- jobs holding that capacity; NULL when unknown).
 -- The rows of _queue() the caller may see (see the jobs view).
 CREATE FUNCTION gangsched._queue_visible(OUT "position" int, OUT job bigint, OUT dominant_share float8,
                                          OUT would_borrow bool, OUT fits_now bool, OUT reason text,
-                                         OUT las_queue int, OUT attained_gpu_seconds float8)
+                                         OUT las_queue int, OUT attained_gpu_seconds float8,
+                                         OUT expected_start timestamptz)
 RETURNS SETOF record LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     v record := gangsched._visibility();
 BEGIN
     RETURN QUERY
     SELECT q.position, q.job, q.dominant_share, q.would_borrow, q.fits_now, q.reason,
-           q.las_queue, q.attained_gpu_seconds
+           q.las_queue, q.attained_gpu_seconds, q.expected_start
       FROM gangsched._queue() q
      WHERE v.all_rows OR (SELECT g.team_id FROM gangsched.gangs g WHERE g.id = q.job) = ANY (v.teams);
     -- jobs waiting for other jobs (58_dependencies.sql) are not in the
     -- queue yet: after it, without a position
     RETURN QUERY
-    SELECT NULL::int, g.id, NULL::float8, NULL::bool, false, g.reason, NULL::int, NULL::float8
+    SELECT NULL::int, g.id, NULL::float8, NULL::bool, false, g.reason, NULL::int, NULL::float8, NULL::timestamptz
       FROM gangsched.gangs g
      WHERE g.waiting_for IS NOT NULL AND g.state = 'pending'
        AND (v.all_rows OR g.team_id = ANY (v.teams))
@@ -42,7 +45,7 @@ CREATE VIEW gangsched.queue AS
 SELECT q.position, q.job, t.name AS team, j.name, j.priority, j.workers, j.gpus, j.preemptible,
        round(q.dominant_share::numeric, 4) AS dominant_share, q.would_borrow, q.fits_now, q.reason,
        j.submitted_at, q.las_queue, q.attained_gpu_seconds,
-       tt.path, tt.depth, tt.parent
+       tt.path, tt.depth, tt.parent, q.expected_start
   FROM gangsched._queue_visible() q
   JOIN gangsched.gangs j ON j.id = q.job
   JOIN gangsched.teams t ON t.id = j.team_id

@@ -114,6 +114,7 @@ BEGIN
     SELECT array_agg(l.id ORDER BY l.id) INTO overdue
       FROM (SELECT g.id FROM gangsched.gangs g
              WHERE g.state = 'preempting' AND g.preempt_deadline <= gangsched.now()
+               AND g.preempted_for IS NOT NULL   -- stopped for a time limit: 72_time.sql
              ORDER BY g.id FOR UPDATE SKIP LOCKED) l;
     n := gangsched._requeue_many(overdue, 'killed at its grace deadline', 'kill');
     PERFORM gangsched._place_ready_nominated();
@@ -155,6 +156,17 @@ BEGIN
      WHERE hs.job = j.id AND h.job IS DISTINCT FROM j.preempted_for;
     IF checkpointed THEN
         UPDATE gangsched.gangs SET last_checkpoint_at = t WHERE id = j.id;
+    END IF;
+    -- stopped for its time limit (no preemptor): it ends, failed
+    IF j.preempted_for IS NULL THEN
+        PERFORM gangsched._end_time_limited(ARRAY[j.id],
+                                            CASE WHEN checkpointed THEN 'released after a checkpoint'
+                                                 ELSE 'released without a checkpoint' END, t);
+        FOREACH s IN ARRAY COALESCE(sharers, '{}') LOOP
+            PERFORM gangsched._place_ready_nominated(s);
+        END LOOP;
+        PERFORM gangsched._wake();
+        RETURN;
     END IF;
     PERFORM gangsched._requeue_many(ARRAY[j.id],
                                     format('preempted for job %s; released%s', j.preempted_for,

@@ -6,11 +6,16 @@
 -- for an agent that starts, reconnects or missed notifications. `action` is
 -- what the agent must make true: 'start' (placed, not yet confirmed by this
 -- node), 'run' (confirmed), 'preempt' (stop by `deadline`, then job_released).
+-- A job with a time limit has `limit_at`, when the limit ends (placed_at +
+-- time_limit), and `limit_seconds_left` until then: at that time it is told
+-- to preempt with its grace, and it fails with reason 'time limit'
+-- (docs/time.md). NULL for jobs without a limit.
 CREATE FUNCTION gangsched.node_work(node text)
 RETURNS TABLE (job bigint, action text, state text, worker int, local_rank int, local_world_size int,
                world_size int, devices int[], first_slice int, slices int, cpus numeric, mem_gb numeric,
                net_gbps numeric, command text, rank0_node text, deadline timestamptz, placed_at timestamptz,
-               gpus numeric, seconds_left float8)
+               gpus numeric, seconds_left float8, time_limit interval, limit_at timestamptz,
+               limit_seconds_left float8)
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     n gangsched.nodes := gangsched._node(node);
@@ -28,7 +33,9 @@ BEGIN
            (SELECT n0.name FROM gangsched.allocations a0 JOIN gangsched.nodes n0 ON n0.id = a0.node_id
              WHERE a0.job = a.job AND a0.worker = 0 AND upper_inf(a0.during)),
            g.preempt_deadline, g.placed_at, g.gpus,
-           extract(epoch FROM g.preempt_deadline - gangsched.now())::float8
+           extract(epoch FROM g.preempt_deadline - gangsched.now())::float8,
+           g.time_limit, g.placed_at + g.time_limit,
+           extract(epoch FROM g.placed_at + g.time_limit - gangsched.now())::float8
       FROM gangsched.allocations a JOIN gangsched.gangs g ON g.id = a.job
      WHERE a.node_id = n.id AND upper_inf(a.during) AND g.state IN ('placed', 'running', 'preempting')
      ORDER BY a.job, a.worker;

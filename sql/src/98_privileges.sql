@@ -58,6 +58,7 @@ BEGIN
             ('queue_waits', 'gangsched_operator, gangsched_analyst'),
             ('preemption_summary', 'gangsched_operator, gangsched_analyst'),
             ('queue_depth', 'gangsched_operator, gangsched_analyst'),
+            ('time_limit_use', 'gangsched_operator, gangsched_analyst'),
             -- the metrics view calls these with the reader's privileges;
             -- the exporter's invariant check (75_metrics.sql)
             ('round_stats', 'gangsched_operator, gangsched_analyst'),
@@ -88,7 +89,7 @@ BEGIN
     FOREACH s IN ARRAY ARRAY['clock_override', 'start_timeout', 'default_queue_timeout', 'min_runtime',
                              'default_grace', 'max_grace', 'restart_cost', 'queue_order', 'team_order', 'las_thresholds',
                              'las_promote_factor', 'las_preemption', 'preemption', 'fair_preemption', 'backfill',
-                             'max_pending_per_team', 'max_workers_per_gang'] LOOP
+                             'max_pending_per_team', 'max_workers_per_gang', 'default_time_limit', 'max_time_limit'] LOOP
         EXECUTE pg_catalog.format('GRANT SET ON PARAMETER %I TO gangsched_operator', 'gangsched.' || s);
     END LOOP;
 END $$;

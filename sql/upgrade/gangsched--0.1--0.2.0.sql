@@ -4650,6 +4650,510 @@ BEGIN
     VALUES (gangsched.now(), _event.kind, _event.job, _event.node_id, _event.team_id, _event.reason, _event.detail);
 END $$;
 
+-- ==== time: time limits and backfill ====
+-- Time limits (submit's time_limit, the teams' default and maximum,
+-- gangsched.default_time_limit and gangsched.max_time_limit), the round's
+-- time rule that stops and fails jobs past their limit, node_work's limit
+-- columns, the queue's expected_start (backfill with time, in C), and the
+-- jobs view's time_limit (docs/time.md).
+
+-- A job's time limit: how long it may hold its capacity, counted from its
+-- placement (placed_at). NULL: no limit. submit() stores the limit in
+-- force (its own, else its team's default, else gangsched.default_time_limit),
+-- so a later change of a default does not move a submitted job's limit.
+ALTER TABLE gangsched.gangs ADD COLUMN time_limit interval
+    CHECK (time_limit > '0'::interval AND time_limit <= '100 years'::interval);
+-- the round's time rule reads the jobs that hold capacity under a limit
+CREATE INDEX gangs_time_limit_idx ON gangsched.gangs (placed_at)
+    WHERE state IN ('placed', 'running') AND time_limit IS NOT NULL;
+ALTER TABLE gangsched.gangs_archive ADD COLUMN time_limit interval;
+
+-- Per-team default and maximum; NULL takes gangsched.default_time_limit and
+-- gangsched.max_time_limit.
+ALTER TABLE gangsched.teams
+    ADD COLUMN default_time_limit interval CHECK (default_time_limit > '0'::interval AND default_time_limit <= '100 years'::interval),
+    ADD COLUMN max_time_limit interval CHECK (max_time_limit > '0'::interval AND max_time_limit <= '100 years'::interval);
+
+-- A setting in seconds (GUC_UNIT_S) as an interval; NULL when 0 or unset.
+CREATE FUNCTION gangsched._setting_interval(name text) RETURNS interval
+LANGUAGE sql STABLE AS $$
+    SELECT NULLIF(pg_catalog.current_setting(name, true), '')::interval
+     WHERE COALESCE(NULLIF(pg_catalog.current_setting(name, true), '')::interval, '0'::interval) > '0'::interval
+$$;
+
+-- submit()'s time limit: the one asked for, else the team's default, else
+-- gangsched.default_time_limit; 53S09 when the one asked for is above the
+-- maximum (the team's, else gangsched.max_time_limit). A default above the
+-- maximum is cut to it.
+CREATE FUNCTION gangsched._resolve_time_limit(tid int, asked interval) RETURNS interval
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    t   record;
+    mx  interval;
+    dflt interval;
+BEGIN
+    PERFORM gangsched._check_interval(asked, 'time_limit', false);
+    SELECT name, default_time_limit, max_time_limit INTO t FROM gangsched.teams WHERE id = tid;
+    mx := COALESCE(t.max_time_limit, gangsched._setting_interval('gangsched.max_time_limit'));
+    IF asked IS NOT NULL THEN
+        IF asked > mx THEN
+            RAISE EXCEPTION 'time limit % is longer than team "%" may ask for', asked, t.name
+                USING ERRCODE = '53S09',
+                      DETAIL = format('Jobs of team "%s" may run for at most %s (%s).', t.name, mx,
+                                      CASE WHEN t.max_time_limit IS NOT NULL THEN 'its own maximum'
+                                           ELSE 'gangsched.max_time_limit' END),
+                      HINT = format('Ask for at most %s, or ask the operator to raise the maximum with gangsched.set_team_time_limits().', mx);
+        END IF;
+        RETURN asked;
+    END IF;
+    dflt := COALESCE(t.default_time_limit, gangsched._setting_interval('gangsched.default_time_limit'));
+    RETURN CASE WHEN dflt > mx THEN mx ELSE dflt END;
+END $$;
+
+-- Operator: a team's default and maximum time limit; NULL takes the
+-- settings gangsched.default_time_limit and gangsched.max_time_limit.
+CREATE FUNCTION gangsched.set_team_time_limits(team text, default_time_limit interval DEFAULT NULL,
+                                               max_time_limit interval DEFAULT NULL) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    tid int := gangsched._team_id(team);
+BEGIN
+    PERFORM gangsched._require_operator('set a team''s time limits');
+    PERFORM gangsched._check_interval(default_time_limit, 'default_time_limit', false);
+    PERFORM gangsched._check_interval(max_time_limit, 'max_time_limit', false);
+    IF default_time_limit > max_time_limit THEN
+        RAISE EXCEPTION 'default time limit % is longer than the maximum %', default_time_limit, max_time_limit
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Give a default no longer than the maximum, or NULL for the setting.';
+    END IF;
+    UPDATE gangsched.teams t SET default_time_limit = set_team_time_limits.default_time_limit,
+                                 max_time_limit = set_team_time_limits.max_time_limit
+     WHERE t.id = tid;
+    PERFORM gangsched._event('team', NULL, NULL, tid, 'team time limits set',
+                             jsonb_build_object('team', team, 'default_time_limit', default_time_limit,
+                                                'max_time_limit', max_time_limit));
+END $$;
+
+-- End jobs stopped for their time limit (state 'preempting' with no
+-- preemptor): allocations end, agents are told to kill, and the job fails
+-- with reason 'time limit'; the work since its last checkpoint is lost.
+CREATE FUNCTION gangsched._end_time_limited(jobs bigint[], how text, at timestamptz DEFAULT NULL) RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+    t timestamptz := COALESCE(at, gangsched.now());
+    n int;
+BEGIN
+    IF jobs IS NULL OR cardinality(jobs) = 0 THEN
+        RETURN 0;
+    END IF;
+    PERFORM gangsched._end_allocations(jobs, 'time limit', 'kill', t);
+    DELETE FROM gangsched.holds WHERE job = ANY (jobs);
+    WITH o AS (
+        SELECT g.id, gangsched._lost_gpu_seconds(g, t) AS lost FROM gangsched.gangs g
+         WHERE g.id = ANY (jobs) AND g.state = 'preempting' AND g.preempted_for IS NULL),
+    f AS (
+        UPDATE gangsched.gangs g
+           SET state = 'failed', finished_at = t, preempt_deadline = NULL, reason = 'time limit',
+               message = how, lost_gpu_seconds = g.lost_gpu_seconds + o.lost
+          FROM o
+         WHERE g.id = o.id
+        RETURNING g.id, g.team_id, g.time_limit, o.lost),
+    e AS (
+        INSERT INTO gangsched.events (at, kind, job, team_id, reason, detail)
+        SELECT t, 'failed', f.id, f.team_id, 'time limit',
+               jsonb_build_object('time_limit', f.time_limit, 'how', how, 'lost_gpu_seconds', round(f.lost, 3))
+          FROM f
+        RETURNING job)
+    SELECT count(pg_notify('gangsched_events', json_build_object('event', 'failed', 'job', e.job)::text))
+      INTO n FROM e;
+    RETURN n;
+END $$;
+
+-- The round's time rule for limits: jobs whose limit has passed get the
+-- preemption signal with their grace (they checkpoint and release; a
+-- 'time limit' event, not counted as a preemption by the metrics), and
+-- those still holding capacity at that deadline are killed and fail with
+-- reason 'time limit'. Returns how many were killed.
+CREATE FUNCTION gangsched._enforce_time_limits() RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+    t      timestamptz := gangsched.now();
+    told   int;
+    overdue bigint[];
+BEGIN
+    WITH s AS (
+        UPDATE gangsched.gangs g
+           SET state = 'preempting', preempted_for = NULL,
+               preempt_deadline = t + LEAST(COALESCE(g.grace, pg_catalog.current_setting('gangsched.default_grace')::interval),
+                                            pg_catalog.current_setting('gangsched.max_grace')::interval),
+               reason = 'time limit'
+         WHERE g.id IN (SELECT x.id FROM gangsched.gangs x
+                         WHERE x.state IN ('placed', 'running') AND x.time_limit IS NOT NULL
+                           AND x.placed_at + x.time_limit <= t
+                         ORDER BY x.id FOR UPDATE SKIP LOCKED)
+           AND g.state IN ('placed', 'running')
+        RETURNING g.id, g.team_id, g.preempt_deadline, g.time_limit),
+    ev AS (
+        INSERT INTO gangsched.events (at, kind, job, team_id, reason, detail)
+        SELECT t, 'time limit', s.id, s.team_id, 'stopped at its time limit',
+               jsonb_build_object('time_limit', s.time_limit, 'deadline', s.preempt_deadline)
+          FROM s RETURNING 1)
+    SELECT count(pg_notify('gangsched_node_' || a.node_id,
+                           json_build_object('event', 'preempt', 'job', s.id, 'deadline', s.preempt_deadline,
+                                             'reason', 'time limit')::text))
+      INTO told
+      FROM s JOIN (SELECT DISTINCT x.job, x.node_id FROM gangsched.allocations x
+                    WHERE upper_inf(x.during) AND x.job IN (SELECT s.id FROM s)) a ON a.job = s.id;
+    SELECT array_agg(l.id ORDER BY l.id) INTO overdue
+      FROM (SELECT g.id FROM gangsched.gangs g
+             WHERE g.state = 'preempting' AND g.preempted_for IS NULL AND g.preempt_deadline <= t
+             ORDER BY g.id FOR UPDATE SKIP LOCKED) l;
+    RETURN gangsched._end_time_limited(overdue, 'killed at the grace deadline after its time limit', t);
+END $$;
+
+DROP FUNCTION gangsched.submit(text, int, numeric, numeric, numeric, numeric, text, int, bool, text, int, text, int,
+                               text, text, text, numeric, text, text, interval, interval, interval, text, bigint[], text);
+CREATE FUNCTION gangsched.submit(team text, workers int, gpus numeric, cpus numeric DEFAULT 0,
+                                 mem_gb numeric DEFAULT 0, net_gbps numeric DEFAULT 0, name text DEFAULT NULL,
+                                 priority int DEFAULT 0, preemptible bool DEFAULT true, pool text DEFAULT NULL,
+                                 group_size int DEFAULT 1, group_span text DEFAULT 'node', stages int DEFAULT 1,
+                                 stage_span text DEFAULT NULL, span text DEFAULT NULL, gpu_model text DEFAULT NULL,
+                                 gpu_mem_gb numeric DEFAULT NULL, dataset text DEFAULT NULL, locality text DEFAULT 'none',
+                                 checkpoint_interval interval DEFAULT NULL, grace interval DEFAULT NULL,
+                                 queue_timeout interval DEFAULT NULL, command text DEFAULT NULL,
+                                 time_limit interval DEFAULT NULL,
+                                 after bigint[] DEFAULT NULL, after_mode text DEFAULT 'ok')
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    j gangsched.gangs;
+BEGIN
+    j.team_id := gangsched._team_id(team);
+    PERFORM gangsched._require_team(j.team_id, format('submit to team "%s"', team));
+    IF workers IS NULL OR workers < 1 THEN
+        RAISE EXCEPTION 'workers must be at least 1, not %', COALESCE(workers::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'A gang has one or more workers.';
+    END IF;
+    PERFORM gangsched._check_amount(gpus, 'gpus', false, 64);
+    PERFORM gangsched._check_amount(cpus, 'cpus', false, 1e6);
+    PERFORM gangsched._check_amount(mem_gb, 'mem_gb', false, 1e9);
+    PERFORM gangsched._check_amount(net_gbps, 'net_gbps', false, 1e9);
+    PERFORM gangsched._check_amount(gpu_mem_gb, 'gpu_mem_gb', true, 1e6);
+    PERFORM gangsched._check_label(name, 'job name', 200);
+    PERFORM gangsched._check_text(command, 'command', 65536);
+    IF dataset IS NOT NULL THEN
+        PERFORM gangsched._check_name(dataset, 'dataset name');
+    END IF;
+    IF gpu_model IS NOT NULL THEN
+        PERFORM gangsched._check_name(gpu_model, 'gpu model');
+    END IF;
+    IF gpus > 1 AND gpus <> trunc(gpus) THEN
+        RAISE EXCEPTION 'gpus must be a whole number or a fraction of one device, not %', gpus
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'A worker takes whole devices, or whole slices of one device.',
+                  HINT = format('Ask for %s or %s GPUs per worker.', trunc(gpus), trunc(gpus) + 1);
+    END IF;
+    IF gpus = 0 AND cpus = 0 AND mem_gb = 0 AND net_gbps = 0 THEN
+        RAISE EXCEPTION 'worker asks for no resources'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Ask for some gpus, or cpus and mem_gb for a CPU-only worker.';
+    END IF;
+    IF group_size IS NULL OR group_size < 1 OR stages IS NULL OR stages < 1 THEN
+        RAISE EXCEPTION 'group_size and stages must be at least 1'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Use 1 for a dimension the job does not use.';
+    END IF;
+    IF workers % (group_size::bigint * stages) <> 0 THEN
+        RAISE EXCEPTION 'workers (%) is not divisible by group_size × stages (% × %)', workers, group_size, stages
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'Data-parallel replicas are workers / (group_size × stages) and must be whole.',
+                  HINT = format('Use a multiple of %s workers, for example %s.', group_size::bigint * stages,
+                                greatest(1, round(workers::numeric / (group_size::bigint * stages))) * group_size::bigint * stages);
+    END IF;
+    IF locality IS NULL OR locality NOT IN ('none', 'preferred', 'required') THEN
+        RAISE EXCEPTION 'invalid locality "%"', locality
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Use ''none'', ''preferred'' or ''required''.';
+    END IF;
+    IF locality <> 'none' AND dataset IS NULL THEN
+        RAISE EXCEPTION 'locality % needs a dataset', locality
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Name the dataset, or use locality ''none''.';
+    END IF;
+    IF locality <> 'none' AND NOT EXISTS (SELECT FROM gangsched.datasets d WHERE d.dataset = submit.dataset) THEN
+        RAISE EXCEPTION 'unknown dataset "%"', dataset
+            USING ERRCODE = 'foreign_key_violation',
+                  DETAIL = 'No node caches that dataset.',
+                  HINT = 'Cache it first with gangsched.cache_dataset(node, dataset), or submit with locality ''none''.';
+    END IF;
+    IF preemptible IS NULL OR priority IS NULL THEN
+        RAISE EXCEPTION 'preemptible and priority must not be null'
+            USING ERRCODE = 'null_value_not_allowed', HINT = 'Leave them out to take the defaults.';
+    END IF;
+    PERFORM gangsched._check_interval(checkpoint_interval, 'checkpoint_interval', false);
+    PERFORM gangsched._check_interval(grace, 'grace', true);
+    PERFORM gangsched._check_interval(queue_timeout, 'queue_timeout', false);
+    PERFORM gangsched._check_team_limits(j.team_id, workers);
+    -- its own limit, else the team's or the global default; never above the maximum
+    j.time_limit := gangsched._resolve_time_limit(j.team_id, time_limit);
+    IF pool IS NOT NULL THEN
+        j.pool_id := gangsched._pool_id(pool);
+        IF NOT preemptible AND (SELECT kind FROM gangsched.pools WHERE id = j.pool_id) = 'opportunistic' THEN
+            RAISE EXCEPTION 'non-preemptible job cannot run in opportunistic pool "%"', pool
+                USING ERRCODE = 'invalid_parameter_value',
+                      DETAIL = 'Everything in an opportunistic pool is preemptible.',
+                      HINT = 'Submit it to a reserved pool, or as preemptible.';
+        END IF;
+    END IF;
+    j.group_span := gangsched._level_depth(COALESCE(group_span, 'node'), 'group_span');
+    j.stage_span := gangsched._level_depth(stage_span, 'stage_span');
+    j.span := gangsched._level_depth(span, 'span');
+    IF j.stage_span > j.group_span OR j.span > j.stage_span OR j.span > j.group_span THEN
+        RAISE EXCEPTION 'spans are not nested: group_span % must lie inside stage_span %, inside span %',
+              COALESCE(group_span, 'node'), COALESCE(stage_span, '-'), COALESCE(span, '-')
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'A tensor group lies inside its pipeline replica, which lies inside the gang.',
+                  HINT = 'Give group_span a level no wider than stage_span, and stage_span no wider than span.';
+    END IF;
+
+    j.workers := workers; j.gpus := gpus; j.cpus := cpus; j.mem_gb := mem_gb; j.net_gbps := net_gbps;
+    j.name := name; j.priority := priority; j.preemptible := preemptible;
+    j.group_size := group_size; j.stages := stages;
+    j.gpu_model := CASE WHEN gpus > 0 THEN gpu_model END;
+    j.gpu_mem_gb := CASE WHEN gpus > 0 THEN gpu_mem_gb END;
+    j.dataset := dataset; j.locality := locality;
+    -- the C fast path admits in microseconds; anything it does not certify
+    -- goes through the SQL checks, which raise the precise error
+    IF NOT gangsched._admit_fast(j) THEN
+        PERFORM gangsched._admit(j);
+    END IF;
+
+    -- last, so the listed jobs are locked for the shortest time (58_dependencies.sql)
+    IF after IS NOT NULL THEN
+        SELECT c.after_jobs, c.waiting_for INTO j.after_jobs, j.waiting_for
+          FROM gangsched._check_after(j.team_id, after, after_mode) c;
+        j.after_mode := CASE WHEN j.after_jobs IS NOT NULL THEN after_mode END;
+    END IF;
+    INSERT INTO gangsched.gangs (team_id, name, workers, gpus, cpus, mem_gb, net_gbps, gpu_model, gpu_mem_gb,
+                                priority, preemptible, pool_id, group_size, group_span, stages, stage_span, span,
+                                dataset, locality, checkpoint_interval, grace, queue_timeout, command,
+                                queue_pos, submitted_at, queued_at, time_limit, after_jobs, after_mode, waiting_for, reason)
+    VALUES (j.team_id, name, workers, gpus, cpus, mem_gb, net_gbps, j.gpu_model, j.gpu_mem_gb,
+            priority, preemptible, j.pool_id, group_size, j.group_span, stages, j.stage_span, j.span,
+            dataset, locality, checkpoint_interval, grace, queue_timeout, command,
+            nextval('gangsched.queue_position_seq'), gangsched.now(), gangsched.now(), j.time_limit,
+            j.after_jobs, j.after_mode, j.waiting_for,
+            CASE WHEN j.waiting_for IS NOT NULL THEN gangsched._waiting_reason(j.waiting_for, j.after_mode) END)
+    RETURNING id INTO j.id;
+    -- the event, and its count for gangsched.metrics in the same statement
+    -- (the events trigger leaves 'submitted' to this: sql/src/75_metrics.sql)
+    WITH e AS (
+        INSERT INTO gangsched.events (at, kind, job, team_id, reason)
+        VALUES (gangsched.now(), 'submitted', j.id, j.team_id, 'admitted')
+        RETURNING team_id)
+    INSERT INTO gangsched.metric_deltas (name, team_id, label, value)
+    SELECT 'jobs_submitted', e.team_id, '', 1 FROM e;
+    PERFORM gangsched._wake();
+    RETURN j.id;
+END $$;
+
+
+
+CREATE OR REPLACE FUNCTION gangsched._kill_overdue() RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+    overdue bigint[];
+    n       int;
+BEGIN
+    SELECT array_agg(l.id ORDER BY l.id) INTO overdue
+      FROM (SELECT g.id FROM gangsched.gangs g
+             WHERE g.state = 'preempting' AND g.preempt_deadline <= gangsched.now()
+               AND g.preempted_for IS NOT NULL   -- stopped for a time limit: 72_time.sql
+             ORDER BY g.id FOR UPDATE SKIP LOCKED) l;
+    n := gangsched._requeue_many(overdue, 'killed at its grace deadline', 'kill');
+    PERFORM gangsched._place_ready_nominated();
+    RETURN n;
+END $$;
+
+CREATE OR REPLACE FUNCTION gangsched.job_released(job bigint, checkpointed bool DEFAULT true) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    j gangsched.gangs;
+    t timestamptz;
+    sharers bigint[];
+    s bigint;
+BEGIN
+    PERFORM gangsched._require_job_agent(job, 'release');
+    j := gangsched._live_job(job, ARRAY['preempting'], 'release');
+    PERFORM gangsched._require_job_agent(job, 'release');
+    IF checkpointed IS NULL THEN
+        RAISE EXCEPTION 'checkpointed must not be null'
+            USING ERRCODE = 'null_value_not_allowed',
+                  HINT = 'Pass true if the workers wrote a checkpoint before exiting, false otherwise.';
+    END IF;
+    -- Releases of the same preemptor's victims take turns: each sees the
+    -- others' committed releases, so the last one to commit places it (two
+    -- concurrent releases would otherwise each see the other victim still
+    -- preempting, and leave it to the next round).
+    PERFORM FROM gangsched.gangs g WHERE g.id = j.preempted_for FOR UPDATE;
+    t := gangsched.now();   -- the release's one time: its checkpoint, its requeue
+    -- other nominated jobs that wait for part of this job's capacity (the
+    -- rest its preemptor does not take over), placed too if it was the last
+    SELECT array_agg(DISTINCT h.job ORDER BY h.job) INTO sharers
+      FROM gangsched.holds h
+     CROSS JOIN LATERAL gangsched._slots(h.devices, h.first_slice, h.slices) s
+      JOIN gangsched.held_slots hs ON hs.node_id = h.node_id AND hs.slot = s.slot
+     WHERE hs.job = j.id AND h.job IS DISTINCT FROM j.preempted_for;
+    IF checkpointed THEN
+        UPDATE gangsched.gangs SET last_checkpoint_at = t WHERE id = j.id;
+    END IF;
+    -- stopped for its time limit (no preemptor): it ends, failed
+    IF j.preempted_for IS NULL THEN
+        PERFORM gangsched._end_time_limited(ARRAY[j.id],
+                                            CASE WHEN checkpointed THEN 'released after a checkpoint'
+                                                 ELSE 'released without a checkpoint' END, t);
+        FOREACH s IN ARRAY COALESCE(sharers, '{}') LOOP
+            PERFORM gangsched._place_ready_nominated(s);
+        END LOOP;
+        PERFORM gangsched._wake();
+        RETURN;
+    END IF;
+    PERFORM gangsched._requeue_many(ARRAY[j.id],
+                                    format('preempted for job %s; released%s', j.preempted_for,
+                                           CASE WHEN checkpointed THEN ' after a checkpoint' ELSE ' without a checkpoint' END),
+                                    'kill', t);
+    IF j.preempted_for IS NOT NULL THEN
+        PERFORM gangsched._place_ready_nominated(j.preempted_for);
+    END IF;
+    FOREACH s IN ARRAY COALESCE(sharers, '{}') LOOP
+        PERFORM gangsched._place_ready_nominated(s);
+    END LOOP;
+    PERFORM gangsched._wake();
+END $$;
+
+DROP FUNCTION gangsched.node_work(text);
+
+CREATE FUNCTION gangsched.node_work(node text)
+RETURNS TABLE (job bigint, action text, state text, worker int, local_rank int, local_world_size int,
+               world_size int, devices int[], first_slice int, slices int, cpus numeric, mem_gb numeric,
+               net_gbps numeric, command text, rank0_node text, deadline timestamptz, placed_at timestamptz,
+               gpus numeric, seconds_left float8, time_limit interval, limit_at timestamptz,
+               limit_seconds_left float8)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    n gangsched.nodes := gangsched._node(node);
+BEGIN
+    PERFORM gangsched._require_node(n.id, node, 'read the work');
+    RETURN QUERY
+    SELECT a.job,
+           CASE WHEN g.state = 'preempting' THEN 'preempt'
+                WHEN n.id = ANY (g.started_nodes) THEN 'run'
+                ELSE 'start' END,
+           g.state, a.worker,
+           (row_number() OVER (PARTITION BY a.job ORDER BY a.worker) - 1)::int,
+           (count(*) OVER (PARTITION BY a.job))::int,
+           g.workers, a.devices, a.first_slice, a.slices, a.cpus, a.mem_gb, a.net_gbps, g.command,
+           (SELECT n0.name FROM gangsched.allocations a0 JOIN gangsched.nodes n0 ON n0.id = a0.node_id
+             WHERE a0.job = a.job AND a0.worker = 0 AND upper_inf(a0.during)),
+           g.preempt_deadline, g.placed_at, g.gpus,
+           extract(epoch FROM g.preempt_deadline - gangsched.now())::float8,
+           g.time_limit, g.placed_at + g.time_limit,
+           extract(epoch FROM g.placed_at + g.time_limit - gangsched.now())::float8
+      FROM gangsched.allocations a JOIN gangsched.gangs g ON g.id = a.job
+     WHERE a.node_id = n.id AND upper_inf(a.during) AND g.state IN ('placed', 'running', 'preempting')
+     ORDER BY a.job, a.worker;
+END $$;
+
+DROP VIEW gangsched.queue;
+DROP FUNCTION gangsched._queue_visible();
+DROP FUNCTION gangsched._queue();
+
+CREATE FUNCTION gangsched._queue(OUT "position" int, OUT job bigint, OUT dominant_share float8,
+                                 OUT would_borrow bool, OUT fits_now bool, OUT reason text,
+                                 OUT las_queue int, OUT attained_gpu_seconds float8, OUT expected_start timestamptz)
+RETURNS SETOF record LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'gs_queue';
+
+-- Pending jobs in the order the next round would try them, with the
+-- weighted dominant share of the job's team when it is tried and whether it
+-- would run on borrowed capacity (beyond its team's nominal quota); for the
+-- jobs of a team whose order is las, its LAS queue and the GPU-seconds it
+-- has held so far (NULL for other teams' jobs); for the job the
+-- starvation guard keeps capacity for, when it is expected to start (from
+-- the time limits of the jobs holding that capacity; NULL when unknown).
+-- The rows of _queue() the caller may see (see the jobs view).
+CREATE FUNCTION gangsched._queue_visible(OUT "position" int, OUT job bigint, OUT dominant_share float8,
+                                         OUT would_borrow bool, OUT fits_now bool, OUT reason text,
+                                         OUT las_queue int, OUT attained_gpu_seconds float8,
+                                         OUT expected_start timestamptz)
+RETURNS SETOF record LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    v record := gangsched._visibility();
+BEGIN
+    RETURN QUERY
+    SELECT q.position, q.job, q.dominant_share, q.would_borrow, q.fits_now, q.reason,
+           q.las_queue, q.attained_gpu_seconds, q.expected_start
+      FROM gangsched._queue() q
+     WHERE v.all_rows OR (SELECT g.team_id FROM gangsched.gangs g WHERE g.id = q.job) = ANY (v.teams);
+    -- jobs waiting for other jobs (58_dependencies.sql) are not in the
+    -- queue yet: after it, without a position
+    RETURN QUERY
+    SELECT NULL::int, g.id, NULL::float8, NULL::bool, false, g.reason, NULL::int, NULL::float8, NULL::timestamptz
+      FROM gangsched.gangs g
+     WHERE g.waiting_for IS NOT NULL AND g.state = 'pending'
+       AND (v.all_rows OR g.team_id = ANY (v.teams))
+     ORDER BY g.id;
+END $$;
+
+CREATE VIEW gangsched.queue AS
+SELECT q.position, q.job, t.name AS team, j.name, j.priority, j.workers, j.gpus, j.preemptible,
+       round(q.dominant_share::numeric, 4) AS dominant_share, q.would_borrow, q.fits_now, q.reason,
+       j.submitted_at, q.las_queue, q.attained_gpu_seconds,
+       tt.path, tt.depth, tt.parent, q.expected_start
+  FROM gangsched._queue_visible() q
+  JOIN gangsched.gangs j ON j.id = q.job
+  JOIN gangsched.teams t ON t.id = j.team_id
+  JOIN gangsched._team_tree tt ON tt.team_id = j.team_id
+ ORDER BY q.position NULLS LAST, q.job;
+
+CREATE OR REPLACE VIEW gangsched.jobs AS
+SELECT j.id AS job, t.name AS team, j.name, j.state, j.workers, j.gpus, j.cpus, j.mem_gb, j.net_gbps,
+       j.priority, j.preemptible, j.borrowed, p.name AS pool,
+       j.group_size, gangsched._level_name(j.group_span) AS group_span, j.stages,
+       gangsched._level_name(j.stage_span) AS stage_span, gangsched._level_name(j.span) AS span,
+       j.gpu_model, j.gpu_mem_gb, j.dataset, j.locality,
+       j.submitted_at, j.placed_at, j.started_at, j.finished_at, j.preempt_deadline, j.last_checkpoint_at,
+       j.preemptions, j.requeues, j.lost_gpu_seconds, j.reason, j.message, j.queue_pos,
+       CASE WHEN v.all_commands OR j.team_id = ANY (v.teams) THEN j.command END AS command,
+       j.checkpoint_interval, j.grace, j.queue_timeout,
+       j.after_jobs, j.after_mode, j.waiting_for, j.time_limit
+  FROM gangsched._visibility() v
+  JOIN gangsched.gangs j ON v.all_rows OR j.team_id = ANY (v.teams)
+  JOIN gangsched.teams t ON t.id = j.team_id
+  LEFT JOIN gangsched.pools p ON p.id = j.pool_id;
+
+-- Analysts: requested against used time, per team (and a total row), of
+-- the jobs with a time limit that ended in [from, to): the limit as
+-- requested (its GPU-hours: limit × workers × gpus) against the time its
+-- last placement held its capacity (placed_at to finished_at), and how many
+-- were stopped at their limit. Jobs moved by archive_history() are not in
+-- it.
+CREATE FUNCTION gangsched.time_limit_use("from" timestamptz, "to" timestamptz)
+RETURNS TABLE (team text, jobs bigint, stopped_at_limit bigint, requested_gpu_hours float8,
+               used_gpu_hours float8, used_fraction float8, p50_used_fraction float8)
+LANGUAGE sql STABLE SET jit = off AS $$
+SELECT gangsched._bucket_seconds($1, $2, $2 - $1);   -- refuses a bad window
+WITH j AS (
+    SELECT g.team_id, g.reason = 'time limit' AND g.state = 'failed' AS stopped,
+           date_part('epoch', g.time_limit) / 3600 * g.workers * g.gpus AS req,
+           date_part('epoch', g.finished_at - g.placed_at) / 3600 * g.workers * g.gpus AS used,
+           date_part('epoch', g.finished_at - g.placed_at) / date_part('epoch', g.time_limit) AS frac
+      FROM gangsched.gangs g
+     WHERE g.time_limit IS NOT NULL AND g.placed_at IS NOT NULL
+       AND g.finished_at >= $1 AND g.finished_at < $2)
+SELECT t.name, count(*), count(*) FILTER (WHERE j.stopped),
+       sum(j.req), sum(j.used), sum(j.used) / NULLIF(sum(j.req), 0),
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY j.frac)
+  FROM j JOIN gangsched.teams t ON t.id = j.team_id
+ GROUP BY GROUPING SETS ((t.name), ())
+ ORDER BY t.name NULLS LAST
+$$;
+
 /* ------------------------------------------------------------------ */
 -- ==== merge: objects more than one section above changed, as sql/src has them ====
 /* ------------------------------------------------------------------ */
@@ -4721,7 +5225,7 @@ CREATE OR REPLACE VIEW gangsched.queue AS
 SELECT q.position, q.job, t.name AS team, j.name, j.priority, j.workers, j.gpus, j.preemptible,
        round(q.dominant_share::numeric, 4) AS dominant_share, q.would_borrow, q.fits_now, q.reason,
        j.submitted_at, q.las_queue, q.attained_gpu_seconds,
-       tt.path, tt.depth, tt.parent
+       tt.path, tt.depth, tt.parent, q.expected_start
   FROM gangsched._queue_visible() q
   JOIN gangsched.gangs j ON j.id = q.job
   JOIN gangsched.teams t ON t.id = j.team_id

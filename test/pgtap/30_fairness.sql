@@ -6,7 +6,7 @@ BEGIN;
 SET LOCAL client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS gangsched CASCADE;
-SELECT plan(27);
+SELECT plan(28);
 
 SET LOCAL TimeZone = 'UTC';
 SET LOCAL gangsched.clock_override = '2030-01-01 00:00:00+00';
@@ -19,8 +19,9 @@ SELECT has_view('gangsched', 'queue', 'view gangsched.queue exists');
 SELECT columns_are('gangsched', 'queue',
                    ARRAY['position', 'job', 'team', 'name', 'priority', 'workers', 'gpus', 'preemptible',
                          'dominant_share', 'would_borrow', 'fits_now', 'reason', 'submitted_at', 'las_queue',
-                         'attained_gpu_seconds', 'path', 'depth', 'parent'],
+                         'attained_gpu_seconds', 'path', 'depth', 'parent', 'expected_start'],
                    'queue has its columns');
+SELECT col_type_is('gangsched', 'queue', 'expected_start', 'timestamp with time zone', 'queue.expected_start is timestamptz');
 SELECT has_view('gangsched', 'team_shares', 'view gangsched.team_shares exists');
 SELECT columns_are('gangsched', 'team_shares',
                    ARRAY['team', 'pool', 'weight', 'nominal_gpus', 'nominal_cpus', 'nominal_mem_gb', 'nominal_net_gbps',

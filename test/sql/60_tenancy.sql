@@ -462,6 +462,7 @@ SELECT count(*) >= 0 AS snapshot_ok FROM gangsched.snapshot(now());
 SELECT count(*) >= 0 AS queue_waits_ok FROM gangsched.queue_waits(now() - interval '1 day', now() + interval '1 hour');
 SELECT count(*) >= 0 AS preemption_summary_ok FROM gangsched.preemption_summary(now() - interval '1 day', now() + interval '1 hour');
 SELECT count(*) >= 0 AS queue_depth_ok FROM gangsched.queue_depth(now() - interval '1 day', now() + interval '1 hour');
+SELECT count(*) >= 0 AS time_limit_use_ok FROM gangsched.time_limit_use(now() - interval '1 day', now() + interval '1 hour');
 SELECT count(*) > 0 AS allocation_history_ok FROM gangsched.allocation_history;
 SELECT count(*) > 0 AS event_log_ok FROM gangsched.event_log;
 -- the scheduler's clock: windows relative to it (virtual in tests)
@@ -471,6 +472,9 @@ RESET ROLE;
 CALL pg_temp.refused('gs60_pv', $$SELECT * FROM gangsched.usage(now() - interval '1 day', now())$$);
 CALL pg_temp.refused('gs60_a1', $$SELECT * FROM gangsched.snapshot(now())$$);
 CALL pg_temp.refused('gs60_nobody', $$SELECT * FROM gangsched.queue_depth(now() - interval '1 day', now())$$);
+CALL pg_temp.refused('gs60_pv', $$SELECT * FROM gangsched.time_limit_use(now() - interval '1 day', now())$$);
+CALL pg_temp.refused('gs60_pv', $$SELECT gangsched.set_team_time_limits('vision', '1 hour')$$);
+CALL pg_temp.refused('gs60_an', $$SELECT gangsched.set_team_time_limits('vision', '1 hour')$$);
 
 /* ---------------- removing bindings ---------------- */
 

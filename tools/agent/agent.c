@@ -504,14 +504,15 @@ static const char *resync_sql =
 "       pg_catalog.array_to_string(w.devices, ','), w.first_slice, w.slices, w.command,"
 "       w.rank0_node, w.seconds_left,"
 "       (extract(epoch FROM w.placed_at) * 1000000)::pg_catalog.int8,"
-"       w.gpus > 0 AND w.gpus < 1"
+"       w.gpus > 0 AND w.gpus < 1,"
+"       GREATEST(w.limit_seconds_left, 0)"
 "  FROM gangsched.node_work($1) w"
 " ORDER BY w.job, w.worker";
 
 enum
 {
 	C_JOB, C_ACTION, C_WORKER, C_LOCAL_RANK, C_LOCAL_WORLD, C_WORLD, C_DEVICES, C_FIRST_SLICE, C_SLICES,
-	C_COMMAND, C_RANK0, C_REMAINING, C_PLACED, C_FRACTIONAL
+	C_COMMAND, C_RANK0, C_REMAINING, C_PLACED, C_FRACTIONAL, C_TIME_LEFT
 };
 
 static void
@@ -581,6 +582,8 @@ resync(void)
 					snprintf(s->devices, sizeof(s->devices), "%s", PQgetvalue(res, i + r, C_DEVICES));
 					s->first_slice = frac ? atoi(PQgetvalue(res, i + r, C_FIRST_SLICE)) : 0;
 					s->slices = frac ? atoi(PQgetvalue(res, i + r, C_SLICES)) : 0;
+					s->time_left = PQgetisnull(res, i + r, C_TIME_LEFT) ? -1 :
+						atof(PQgetvalue(res, i + r, C_TIME_LEFT));
 				}
 				if (!has_command)
 				{

@@ -50,6 +50,7 @@ typedef struct WorkerSpec
 	char		devices[256];	/* "0,1" */
 	int			first_slice;
 	int			slices;
+	double		time_left;		/* seconds until its time limit at launch, < 0 none */
 } WorkerSpec;
 
 /* A job (one placement of it) with workers on this node. */

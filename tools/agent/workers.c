@@ -253,6 +253,14 @@ supervise(const Job *j, const WorkerSpec *s, const char *command, const char *no
 			unsetenv("GANGSCHED_SLICES");
 		}
 		setenv("GANGSCHED_CHECKPOINT_DIR", ckpt_dir, 1);
+		/* the job's time limit: stopped with its grace when it ends (docs/agent.md) */
+		if (s->time_left >= 0)
+		{
+			snprintf(v, sizeof(v), "%.0f", s->time_left);
+			setenv("GANGSCHED_TIME_LEFT", v, 1);
+		}
+		else
+			unsetenv("GANGSCHED_TIME_LEFT");
 
 		close(report_fd);
 		fd = open("/dev/null", O_RDONLY);

@@ -59,6 +59,8 @@ usage(FILE *f)
 			"                            with checkpointed => false and redo the work since their\n"
 			"                            last periodic checkpoint\n"
 			"  --queue-timeout S         queue timeout for jobs without their own (default none)\n"
+			"  --time-limit-factor F     each job gets a time limit of F × its duration (F >= 1;\n"
+			"                            default none): backfill with time uses them\n"
 			"  --tick S                  round interval in virtual seconds (default 30)\n"
 			"  --idle-round S            a round at least this often while jobs wait (default 300; 0 = off)\n"
 			"  --check-every N           check_invariants() every N rounds (default 100; 0 = never)\n"
@@ -166,6 +168,7 @@ main(int argc, char **argv)
 		{"quiet", no_argument, NULL, 13},
 		{"until", required_argument, NULL, 14},
 		{"team-weights", required_argument, NULL, 15},
+		{"time-limit-factor", required_argument, NULL, 16},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0}
@@ -286,6 +289,18 @@ main(int argc, char **argv)
 				break;
 			case 14:
 				o.until = arg_seconds("until", optarg, false);
+				break;
+			case 16:
+				{
+					char	   *end;
+
+					o.time_limit_factor = strtod(optarg, &end);
+					if (end == optarg || *end || !(o.time_limit_factor >= 1 && o.time_limit_factor <= 1000))
+					{
+						fprintf(stderr, "gangsched-replay: --time-limit-factor must be in [1, 1000], not \"%s\"\n", optarg);
+						return 1;
+					}
+				}
 				break;
 			case 15:
 				if (strcmp(optarg, "quota") == 0)

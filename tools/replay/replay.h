@@ -112,6 +112,7 @@ typedef struct Options
 	int64_t		release_delay;
 	bool		checkpoint_on_preempt;
 	int64_t		queue_timeout;
+	double		time_limit_factor;	/* each job's time limit: this × its duration; 0 = none */
 	int			rack_size;
 	bool		equal_weights;	/* teams of weight 1, not weighted by their quotas */
 	int			slices;			/* 0: 1, or 4 when the trace has fractions */
@@ -148,6 +149,7 @@ int64_t		parse_epoch(const char *s);
 
 typedef struct Result
 {
+	double		time_limit_factor;	/* the run's --time-limit-factor, 0 = none */
 	const char *policy;
 	int			jobs;
 	int			submitted;

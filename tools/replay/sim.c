@@ -816,7 +816,8 @@ send_submits(Sim *s)
 				mem,
 				names,
 				prio,
-				qt;
+				qt,
+				tl;
 
 	buf_init(&teams);
 	buf_init(&workers);
@@ -826,6 +827,7 @@ send_submits(Sim *s)
 	buf_init(&names);
 	buf_init(&prio);
 	buf_init(&qt);
+	buf_init(&tl);
 	for (i = 0; i < s->nsubmit; i++)
 	{
 		const TraceJob *tj = &s->tr->jobs[s->submit_list[i]];
@@ -841,11 +843,13 @@ send_submits(Sim *s)
 		buf_printf(&mem, "%s%.6g", sep, tj->mpw);
 		buf_printf(&prio, "%s%d", sep, tj->priority);
 		buf_printf(&qt, "%s%lld", sep, (long long) tj->queue_timeout);
+		buf_printf(&tl, "%s%lld", sep, s->o->time_limit_factor > 0 ?
+				   (long long) ceil(s->o->time_limit_factor * (double) tj->duration) : 0LL);
 	}
 	buf_printf(&s->sql,
-			   "SELECT i, job, err FROM pg_temp.submit_many('{%s}', '{%s}', '{%s}', '{%s}', '{%s}', '{%s}', '{%s}', '{%s}', %lld);\n",
+			   "SELECT i, job, err FROM pg_temp.submit_many('{%s}', '{%s}', '{%s}', '{%s}', '{%s}', '{%s}', '{%s}', '{%s}', %lld, '{%s}');\n",
 			   teams.data, workers.data, gpus.data, cpus.data, mem.data, names.data, prio.data, qt.data,
-			   (long long) s->o->checkpoint_interval);
+			   (long long) s->o->checkpoint_interval, tl.data);
 	expect(s, R_SUBMIT, s->submit_list, s->nsubmit);
 	for (i = 0; i < s->nsubmit; i++)
 	{
@@ -868,6 +872,7 @@ send_submits(Sim *s)
 	buf_free(&names);
 	buf_free(&prio);
 	buf_free(&qt);
+	buf_free(&tl);
 }
 
 /* Job ids of the submits; a job refused at submit stops waiting. */
@@ -933,7 +938,8 @@ check_invariants(Sim *s)
 
 static const char *submit_many_sql =
 "CREATE FUNCTION pg_temp.submit_many(p_team text[], p_workers int[], p_gpus numeric[], p_cpus numeric[],\n"
-"                                    p_mem numeric[], p_name text[], p_prio int[], p_qt int[], p_ckpt int)\n"
+"                                    p_mem numeric[], p_name text[], p_prio int[], p_qt int[], p_ckpt int,\n"
+"                                    p_tl bigint[])\n"
 "RETURNS TABLE (i int, job bigint, err text) LANGUAGE plpgsql AS $$\n"
 "DECLARE k int;\n"
 "BEGIN\n"
@@ -943,7 +949,8 @@ static const char *submit_many_sql =
 "            job := gangsched.submit(p_team[k], p_workers[k], p_gpus[k], cpus => p_cpus[k], mem_gb => p_mem[k],\n"
 "                                    name => p_name[k], priority => p_prio[k],\n"
 "                                    checkpoint_interval => CASE WHEN p_ckpt > 0 THEN make_interval(secs => p_ckpt) END,\n"
-"                                    queue_timeout => CASE WHEN p_qt[k] > 0 THEN make_interval(secs => p_qt[k]) END);\n"
+"                                    queue_timeout => CASE WHEN p_qt[k] > 0 THEN make_interval(secs => p_qt[k]) END,\n"
+"                                    time_limit => CASE WHEN p_tl[k] > 0 THEN make_interval(secs => p_tl[k]) END);\n"
 "            err := NULL;\n"
 "        EXCEPTION WHEN OTHERS THEN\n"
 "            job := NULL;\n"
@@ -1149,6 +1156,7 @@ run_policy(const Options *o, const Cluster *c, const Trace *t, const char *polic
 	memset(&s, 0, sizeof(s));
 	memset(r, 0, sizeof(*r));
 	r->policy = policy;
+	r->time_limit_factor = o->time_limit_factor;
 	r->database = dbname;
 	r->jobs = t->njobs;
 	r->nodes = c->nnodes;

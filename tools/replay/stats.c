@@ -116,6 +116,7 @@ print_json(const Result *r)
 	int			i;
 
 	printf("{\"policy\":\"%s\",", r->policy);
+	json_num("time_limit_factor", r->time_limit_factor > 0 ? r->time_limit_factor : NAN, 2, false);
 	printf("\"jobs\":%d,\"submitted\":%d,\"rejected\":%d,\"finished\":%d,\"expired\":%d,\"unfinished\":%d,",
 		   r->jobs, r->submitted, r->rejected, r->finished, r->expired, r->unfinished);
 	printf("\"makespan_s\":%lld,", (long long) r->makespan);
