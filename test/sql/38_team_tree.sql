@@ -90,6 +90,10 @@ SELECT * FROM pg_temp.round();
 SELECT * FROM pg_temp.held();
 -- the inner team A's job is never tried: only leaves' jobs are scheduled
 SELECT team, state, reason FROM gangsched.jobs WHERE team = 'A';
+-- invariant 9 reports the state the API refuses to make (a team with a
+-- live job becoming a parent); cancelling the job ends it
+SELECT invariant, detail FROM gangsched.check_invariants();
+SELECT gangsched.cancel(job) FROM gangsched.jobs WHERE team = 'A';
 SELECT * FROM gangsched.check_invariants();
 
 /* ================================================================== */
