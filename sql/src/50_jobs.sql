@@ -2,6 +2,37 @@
 /* Jobs API (portal)                                                   */
 /* ------------------------------------------------------------------ */
 
+-- The shape rules of a gang's request that submit() and resize() share:
+-- whole GPUs above 1, a worker asking for something, group_size and
+-- stages at least 1, workers a whole number of replicas (22023).
+CREATE FUNCTION gangsched._check_worker_shape(workers int, gpus numeric, cpus numeric, mem_gb numeric,
+                                              net_gbps numeric, group_size int, stages int) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF gpus > 1 AND gpus <> trunc(gpus) THEN
+        RAISE EXCEPTION 'gpus must be a whole number or a fraction of one device, not %', gpus
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'A worker takes whole devices, or whole slices of one device.',
+                  HINT = format('Ask for %s or %s GPUs per worker.', trunc(gpus), trunc(gpus) + 1);
+    END IF;
+    IF gpus = 0 AND cpus = 0 AND mem_gb = 0 AND net_gbps = 0 THEN
+        RAISE EXCEPTION 'worker asks for no resources'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Ask for some gpus, or cpus and mem_gb for a CPU-only worker.';
+    END IF;
+    IF group_size IS NULL OR group_size < 1 OR stages IS NULL OR stages < 1 THEN
+        RAISE EXCEPTION 'group_size and stages must be at least 1'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Use 1 for a dimension the job does not use.';
+    END IF;
+    IF workers % (group_size::bigint * stages) <> 0 THEN
+        RAISE EXCEPTION 'workers (%) is not divisible by group_size × stages (% × %)', workers, group_size, stages
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'Data-parallel replicas are workers / (group_size × stages) and must be whole.',
+                  HINT = format('Use a multiple of %s workers, for example %s.', group_size::bigint * stages,
+                                greatest(1, round(workers::numeric / (group_size::bigint * stages))) * group_size::bigint * stages);
+    END IF;
+END $$;
+
 CREATE FUNCTION gangsched.submit(team text, workers int, gpus numeric, cpus numeric DEFAULT 0,
                                  mem_gb numeric DEFAULT 0, net_gbps numeric DEFAULT 0, name text DEFAULT NULL,
                                  priority int DEFAULT 0, preemptible bool DEFAULT true, pool text DEFAULT NULL,
@@ -35,28 +66,7 @@ BEGIN
     IF gpu_model IS NOT NULL THEN
         PERFORM gangsched._check_name(gpu_model, 'gpu model');
     END IF;
-    IF gpus > 1 AND gpus <> trunc(gpus) THEN
-        RAISE EXCEPTION 'gpus must be a whole number or a fraction of one device, not %', gpus
-            USING ERRCODE = 'invalid_parameter_value',
-                  DETAIL = 'A worker takes whole devices, or whole slices of one device.',
-                  HINT = format('Ask for %s or %s GPUs per worker.', trunc(gpus), trunc(gpus) + 1);
-    END IF;
-    IF gpus = 0 AND cpus = 0 AND mem_gb = 0 AND net_gbps = 0 THEN
-        RAISE EXCEPTION 'worker asks for no resources'
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Ask for some gpus, or cpus and mem_gb for a CPU-only worker.';
-    END IF;
-    IF group_size IS NULL OR group_size < 1 OR stages IS NULL OR stages < 1 THEN
-        RAISE EXCEPTION 'group_size and stages must be at least 1'
-            USING ERRCODE = 'invalid_parameter_value', HINT = 'Use 1 for a dimension the job does not use.';
-    END IF;
-    IF workers % (group_size::bigint * stages) <> 0 THEN
-        RAISE EXCEPTION 'workers (%) is not divisible by group_size × stages (% × %)', workers, group_size, stages
-            USING ERRCODE = 'invalid_parameter_value',
-                  DETAIL = 'Data-parallel replicas are workers / (group_size × stages) and must be whole.',
-                  HINT = format('Use a multiple of %s workers, for example %s.', group_size::bigint * stages,
-                                greatest(1, round(workers::numeric / (group_size::bigint * stages))) * group_size::bigint * stages);
-    END IF;
+    PERFORM gangsched._check_worker_shape(workers, gpus, cpus, mem_gb, net_gbps, group_size, stages);
     IF locality IS NULL OR locality NOT IN ('none', 'preferred', 'required') THEN
         RAISE EXCEPTION 'invalid locality "%"', locality
             USING ERRCODE = 'invalid_parameter_value', HINT = 'Use ''none'', ''preferred'' or ''required''.';

@@ -50,24 +50,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value', HINT = 'A gang has one or more workers.';
     END IF;
     PERFORM gangsched._check_amount(ng, 'gpus', false, 64);
-    IF ng > 1 AND ng <> trunc(ng) THEN
-        RAISE EXCEPTION 'gpus must be a whole number or a fraction of one device, not %', ng
-            USING ERRCODE = 'invalid_parameter_value',
-                  DETAIL = 'A worker takes whole devices, or whole slices of one device.',
-                  HINT = format('Ask for %s or %s GPUs per worker.', trunc(ng), trunc(ng) + 1);
-    END IF;
-    IF ng = 0 AND j.cpus = 0 AND j.mem_gb = 0 AND j.net_gbps = 0 THEN
-        RAISE EXCEPTION 'worker asks for no resources'
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Keep some gpus: the job asks for no cpus, memory or network.';
-    END IF;
-    IF nw % (j.group_size::bigint * j.stages) <> 0 THEN
-        RAISE EXCEPTION 'workers (%) is not divisible by group_size × stages (% × %)', nw, j.group_size, j.stages
-            USING ERRCODE = 'invalid_parameter_value',
-                  DETAIL = 'Data-parallel replicas are workers / (group_size × stages) and must be whole.',
-                  HINT = format('Use a multiple of %s workers, for example %s.', j.group_size::bigint * j.stages,
-                                greatest(1, round(nw::numeric / (j.group_size::bigint * j.stages))) * j.group_size::bigint * j.stages);
-    END IF;
+    PERFORM gangsched._check_worker_shape(nw, ng, j.cpus, j.mem_gb, j.net_gbps, j.group_size, j.stages);
     SELECT tm.name, tm.max_workers_per_gang INTO t FROM gangsched.teams tm WHERE tm.id = j.team_id;
     PERFORM gangsched._check_gang_limit(t.name, t.max_workers_per_gang, nw);
     j.workers := nw;

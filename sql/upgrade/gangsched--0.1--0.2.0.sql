@@ -5494,3 +5494,222 @@ SELECT 9, NULL, NULL, format('the teams below %s hold %s GPUs of nominal quota i
  WHERE k.below > pq.gpus
 $$;
 
+
+-- The shape rules of a gang's request that submit() and resize() share:
+-- whole GPUs above 1, a worker asking for something, group_size and
+-- stages at least 1, workers a whole number of replicas (22023).
+CREATE FUNCTION gangsched._check_worker_shape(workers int, gpus numeric, cpus numeric, mem_gb numeric,
+                                              net_gbps numeric, group_size int, stages int) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF gpus > 1 AND gpus <> trunc(gpus) THEN
+        RAISE EXCEPTION 'gpus must be a whole number or a fraction of one device, not %', gpus
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'A worker takes whole devices, or whole slices of one device.',
+                  HINT = format('Ask for %s or %s GPUs per worker.', trunc(gpus), trunc(gpus) + 1);
+    END IF;
+    IF gpus = 0 AND cpus = 0 AND mem_gb = 0 AND net_gbps = 0 THEN
+        RAISE EXCEPTION 'worker asks for no resources'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Ask for some gpus, or cpus and mem_gb for a CPU-only worker.';
+    END IF;
+    IF group_size IS NULL OR group_size < 1 OR stages IS NULL OR stages < 1 THEN
+        RAISE EXCEPTION 'group_size and stages must be at least 1'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Use 1 for a dimension the job does not use.';
+    END IF;
+    IF workers % (group_size::bigint * stages) <> 0 THEN
+        RAISE EXCEPTION 'workers (%) is not divisible by group_size × stages (% × %)', workers, group_size, stages
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'Data-parallel replicas are workers / (group_size × stages) and must be whole.',
+                  HINT = format('Use a multiple of %s workers, for example %s.', group_size::bigint * stages,
+                                greatest(1, round(workers::numeric / (group_size::bigint * stages))) * group_size::bigint * stages);
+    END IF;
+END $$;
+
+CREATE OR REPLACE FUNCTION gangsched.submit(team text, workers int, gpus numeric, cpus numeric DEFAULT 0,
+                                 mem_gb numeric DEFAULT 0, net_gbps numeric DEFAULT 0, name text DEFAULT NULL,
+                                 priority int DEFAULT 0, preemptible bool DEFAULT true, pool text DEFAULT NULL,
+                                 group_size int DEFAULT 1, group_span text DEFAULT 'node', stages int DEFAULT 1,
+                                 stage_span text DEFAULT NULL, span text DEFAULT NULL, gpu_model text DEFAULT NULL,
+                                 gpu_mem_gb numeric DEFAULT NULL, dataset text DEFAULT NULL, locality text DEFAULT 'none',
+                                 checkpoint_interval interval DEFAULT NULL, grace interval DEFAULT NULL,
+                                 queue_timeout interval DEFAULT NULL, command text DEFAULT NULL,
+                                 time_limit interval DEFAULT NULL,
+                                 after bigint[] DEFAULT NULL, after_mode text DEFAULT 'ok')
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    j gangsched.gangs;
+BEGIN
+    j.team_id := gangsched._team_id(team);
+    PERFORM gangsched._require_team(j.team_id, format('submit to team "%s"', team));
+    IF workers IS NULL OR workers < 1 THEN
+        RAISE EXCEPTION 'workers must be at least 1, not %', COALESCE(workers::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'A gang has one or more workers.';
+    END IF;
+    PERFORM gangsched._check_amount(gpus, 'gpus', false, 64);
+    PERFORM gangsched._check_amount(cpus, 'cpus', false, 1e6);
+    PERFORM gangsched._check_amount(mem_gb, 'mem_gb', false, 1e9);
+    PERFORM gangsched._check_amount(net_gbps, 'net_gbps', false, 1e9);
+    PERFORM gangsched._check_amount(gpu_mem_gb, 'gpu_mem_gb', true, 1e6);
+    PERFORM gangsched._check_label(name, 'job name', 200);
+    PERFORM gangsched._check_text(command, 'command', 65536);
+    IF dataset IS NOT NULL THEN
+        PERFORM gangsched._check_name(dataset, 'dataset name');
+    END IF;
+    IF gpu_model IS NOT NULL THEN
+        PERFORM gangsched._check_name(gpu_model, 'gpu model');
+    END IF;
+    PERFORM gangsched._check_worker_shape(workers, gpus, cpus, mem_gb, net_gbps, group_size, stages);
+    IF locality IS NULL OR locality NOT IN ('none', 'preferred', 'required') THEN
+        RAISE EXCEPTION 'invalid locality "%"', locality
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Use ''none'', ''preferred'' or ''required''.';
+    END IF;
+    IF locality <> 'none' AND dataset IS NULL THEN
+        RAISE EXCEPTION 'locality % needs a dataset', locality
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Name the dataset, or use locality ''none''.';
+    END IF;
+    IF locality <> 'none' AND NOT EXISTS (SELECT FROM gangsched.datasets d WHERE d.dataset = submit.dataset) THEN
+        RAISE EXCEPTION 'unknown dataset "%"', dataset
+            USING ERRCODE = 'foreign_key_violation',
+                  DETAIL = 'No node caches that dataset.',
+                  HINT = 'Cache it first with gangsched.cache_dataset(node, dataset), or submit with locality ''none''.';
+    END IF;
+    IF preemptible IS NULL OR priority IS NULL THEN
+        RAISE EXCEPTION 'preemptible and priority must not be null'
+            USING ERRCODE = 'null_value_not_allowed', HINT = 'Leave them out to take the defaults.';
+    END IF;
+    PERFORM gangsched._check_interval(checkpoint_interval, 'checkpoint_interval', false);
+    PERFORM gangsched._check_interval(grace, 'grace', true);
+    PERFORM gangsched._check_interval(queue_timeout, 'queue_timeout', false);
+    PERFORM gangsched._check_team_limits(j.team_id, workers);
+    -- its own limit, else the team's or the global default; never above the maximum
+    j.time_limit := gangsched._resolve_time_limit(j.team_id, time_limit);
+    IF pool IS NOT NULL THEN
+        j.pool_id := gangsched._pool_id(pool);
+        IF NOT preemptible AND (SELECT kind FROM gangsched.pools WHERE id = j.pool_id) = 'opportunistic' THEN
+            RAISE EXCEPTION 'non-preemptible job cannot run in opportunistic pool "%"', pool
+                USING ERRCODE = 'invalid_parameter_value',
+                      DETAIL = 'Everything in an opportunistic pool is preemptible.',
+                      HINT = 'Submit it to a reserved pool, or as preemptible.';
+        END IF;
+    END IF;
+    j.group_span := gangsched._level_depth(COALESCE(group_span, 'node'), 'group_span');
+    j.stage_span := gangsched._level_depth(stage_span, 'stage_span');
+    j.span := gangsched._level_depth(span, 'span');
+    IF j.stage_span > j.group_span OR j.span > j.stage_span OR j.span > j.group_span THEN
+        RAISE EXCEPTION 'spans are not nested: group_span % must lie inside stage_span %, inside span %',
+              COALESCE(group_span, 'node'), COALESCE(stage_span, '-'), COALESCE(span, '-')
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'A tensor group lies inside its pipeline replica, which lies inside the gang.',
+                  HINT = 'Give group_span a level no wider than stage_span, and stage_span no wider than span.';
+    END IF;
+
+    j.workers := workers; j.gpus := gpus; j.cpus := cpus; j.mem_gb := mem_gb; j.net_gbps := net_gbps;
+    j.name := name; j.priority := priority; j.preemptible := preemptible;
+    j.group_size := group_size; j.stages := stages;
+    j.gpu_model := CASE WHEN gpus > 0 THEN gpu_model END;
+    j.gpu_mem_gb := CASE WHEN gpus > 0 THEN gpu_mem_gb END;
+    j.dataset := dataset; j.locality := locality;
+    -- the C fast path admits in microseconds; anything it does not certify
+    -- goes through the SQL checks, which raise the precise error
+    IF NOT gangsched._admit_fast(j) THEN
+        PERFORM gangsched._admit(j);
+    END IF;
+
+    -- last, so the listed jobs are locked for the shortest time (58_dependencies.sql)
+    IF after IS NOT NULL THEN
+        SELECT c.after_jobs, c.waiting_for INTO j.after_jobs, j.waiting_for
+          FROM gangsched._check_after(j.team_id, after, after_mode) c;
+        j.after_mode := CASE WHEN j.after_jobs IS NOT NULL THEN after_mode END;
+    END IF;
+    INSERT INTO gangsched.gangs (team_id, name, workers, gpus, cpus, mem_gb, net_gbps, gpu_model, gpu_mem_gb,
+                                priority, preemptible, pool_id, group_size, group_span, stages, stage_span, span,
+                                dataset, locality, checkpoint_interval, grace, queue_timeout, command,
+                                queue_pos, submitted_at, queued_at, time_limit, after_jobs, after_mode, waiting_for, reason)
+    VALUES (j.team_id, name, workers, gpus, cpus, mem_gb, net_gbps, j.gpu_model, j.gpu_mem_gb,
+            priority, preemptible, j.pool_id, group_size, j.group_span, stages, j.stage_span, j.span,
+            dataset, locality, checkpoint_interval, grace, queue_timeout, command,
+            nextval('gangsched.queue_position_seq'), gangsched.now(), gangsched.now(), j.time_limit,
+            j.after_jobs, j.after_mode, j.waiting_for,
+            CASE WHEN j.waiting_for IS NOT NULL THEN gangsched._waiting_reason(j.waiting_for, j.after_mode) END)
+    RETURNING id INTO j.id;
+    -- the event, and its count for gangsched.metrics in the same statement
+    -- (the events trigger leaves 'submitted' to this: sql/src/75_metrics.sql)
+    WITH e AS (
+        INSERT INTO gangsched.events (at, kind, job, team_id, reason)
+        VALUES (gangsched.now(), 'submitted', j.id, j.team_id, 'admitted')
+        RETURNING team_id)
+    INSERT INTO gangsched.metric_deltas (name, team_id, label, value)
+    SELECT 'jobs_submitted', e.team_id, '', 1 FROM e;
+    PERFORM gangsched._wake();
+    RETURN j.id;
+END $$;
+
+-- A pending job asks for another number of workers, or other GPUs per
+-- worker: it keeps its id, queue position and submit time, the request is
+-- checked as submit checks it (same SQLSTATEs; nothing changes when a check
+-- fails), and a 'resized' event records both shapes. Only a pending job
+-- can be resized: a round that read the old shape places or nominates the
+-- job only if its shape is still the one it chose for (src/round.c), so a
+-- resize racing a round never leaves a job holding the wrong number of
+-- workers.
+CREATE OR REPLACE FUNCTION gangsched.resize(job bigint, workers int DEFAULT NULL, gpus numeric DEFAULT NULL) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    j    gangsched.gangs;
+    t    record;
+    nw   int;
+    ng   numeric;
+    ow   int;
+    og   numeric;
+BEGIN
+    -- the role check comes before the row lock: a refused caller locks nothing
+    SELECT * INTO j FROM gangsched.gangs g WHERE g.id = resize.job;
+    IF j.id IS NULL THEN
+        RAISE EXCEPTION 'job % does not exist', job
+            USING ERRCODE = 'foreign_key_violation', HINT = 'See gangsched.jobs for the job ids.';
+    END IF;
+    PERFORM gangsched._require_team(j.team_id, format('resize job %s', job));
+    SELECT * INTO j FROM gangsched.gangs g WHERE g.id = resize.job FOR UPDATE;
+    IF j.state <> 'pending' THEN
+        RAISE EXCEPTION 'job % is %, and only a pending job can be resized', job, j.state
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = CASE WHEN j.state = 'nominated' THEN 'Its victims are already releasing capacity for its present shape.'
+                                WHEN j.state IN ('finished', 'failed', 'cancelled', 'expired') THEN 'It has ended.'
+                                ELSE 'It holds capacity for its present shape.' END,
+                  HINT = CASE WHEN j.state IN ('finished', 'failed', 'cancelled', 'expired') THEN 'Submit a new job with the shape you need.'
+                              ELSE 'Cancel it and submit it again with the shape you need.' END;
+    END IF;
+    ow := j.workers;
+    og := j.gpus;
+    nw := COALESCE(workers, ow);
+    ng := COALESCE(gpus, og);
+    IF nw = ow AND ng = og THEN
+        RETURN;
+    END IF;
+    -- the request, checked as submit checks it (sql/src/50_jobs.sql)
+    IF nw < 1 THEN
+        RAISE EXCEPTION 'workers must be at least 1, not %', nw
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'A gang has one or more workers.';
+    END IF;
+    PERFORM gangsched._check_amount(ng, 'gpus', false, 64);
+    PERFORM gangsched._check_worker_shape(nw, ng, j.cpus, j.mem_gb, j.net_gbps, j.group_size, j.stages);
+    SELECT tm.name, tm.max_workers_per_gang INTO t FROM gangsched.teams tm WHERE tm.id = j.team_id;
+    PERFORM gangsched._check_gang_limit(t.name, t.max_workers_per_gang, nw);
+    j.workers := nw;
+    j.gpus := ng;
+    j.gpu_model := CASE WHEN ng > 0 THEN j.gpu_model END;
+    j.gpu_mem_gb := CASE WHEN ng > 0 THEN j.gpu_mem_gb END;
+    IF NOT gangsched._admit_fast(j) THEN
+        PERFORM gangsched._admit(j);
+    END IF;
+    UPDATE gangsched.gangs g
+       SET workers = nw, gpus = ng, gpu_model = j.gpu_model, gpu_mem_gb = j.gpu_mem_gb,
+           reason = CASE WHEN g.waiting_for IS NULL THEN NULL ELSE g.reason END
+     WHERE g.id = resize.job;
+    PERFORM gangsched._event('resized', job, NULL, j.team_id,
+                             format('%s workers × %s GPUs, was %s × %s', nw, ng, ow, og),
+                             jsonb_build_object('workers', nw, 'gpus', ng, 'was_workers', ow, 'was_gpus', og));
+    PERFORM gangsched._wake();
+END $$;
+
