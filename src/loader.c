@@ -330,7 +330,10 @@ job_receive(TupleTableSlot *slot, DestReceiver *self)
 	j->queue_timeout_s = nl[22] ? -1 : DatumGetFloat8(v[22]);
 	j->old_reason_refused = !nl[23] && DatumGetBool(v[23]);
 	j->hold_s = nl[24] ? -1 : DatumGetFloat8(v[24]) + gs_grace_s(nl[25], nl[25] ? 0 : DatumGetFloat8(v[25]));
-	j->attained = (st->las_teams && !nl[26]) ? DatumGetFloat8(v[26]) : 0;
+	j->max_workers = j->workers;
+	j->min_workers = nl[26] ? j->workers : Max(1, Min(j->workers, DatumGetInt32(v[26])));
+	j->quota_workers = gs_job_elastic(j) ? j->min_workers : 0;
+	j->attained = (st->las_teams && !nl[27]) ? DatumGetFloat8(v[27]) : 0;
 	j->las_queue = -1;			/* set by the order step, which knows the clock */
 	/* clamp depths the model cannot have */
 	if (j->group_depth > c->nlevels + 1 || j->group_depth < 0)
@@ -810,7 +813,8 @@ load_jobs(GsState *st, GsCluster *c, const IdIndex *teams)
 		"       EXTRACT(epoch FROM g.queue_timeout)::pg_catalog.float8,"
 		"       pg_catalog.strpos(g.reason, 'preemption refused: ') OPERATOR(pg_catalog.>) 0,"
 		"       pg_catalog.date_part('epoch', g.time_limit),"
-		"       CASE WHEN g.time_limit IS NOT NULL THEN pg_catalog.date_part('epoch', g.grace) END");
+		"       CASE WHEN g.time_limit IS NOT NULL THEN pg_catalog.date_part('epoch', g.grace) END,"
+		"       g.min_replicas OPERATOR(pg_catalog.*) g.group_size OPERATOR(pg_catalog.*) g.stages");
 	/*
 	 * The attained service of las teams' jobs that have held capacity
 	 * before (requeued: only they have allocations), in the same query:

@@ -229,7 +229,18 @@ typedef struct GsJob
 	int32_t		tix;			/* index into GsCluster.teams */
 	int32_t		priority;
 	int64_t		queue_pos;
-	int32_t		workers;
+	int32_t		workers;		/* the size tried or decided (elastic: min_workers..max_workers) */
+	/*
+	 * Elastic gangs (docs/elastic.md): the gang may be placed at any whole
+	 * number of replicas from min_workers to max_workers; a rigid job has
+	 * min_workers = max_workers = workers. quota_workers > 0: the size the
+	 * quota rules are checked at (the order step checks an elastic job at
+	 * its minimum; the round narrows the pools for each size it tries);
+	 * 0 checks them at workers.
+	 */
+	int32_t		min_workers;
+	int32_t		max_workers;
+	int32_t		quota_workers;
 	double		gpus;			/* per worker: 0, whole, or a fraction */
 	double		cpus, mem, net;
 	int32_t		model;			/* -1: any; -2: a model the cluster lacks */
@@ -305,6 +316,13 @@ typedef struct GsShapeKey
 				span_depth,
 				preemptible;
 } GsShapeKey;
+
+/* Can the job run on fewer workers than it asks for (an elastic gang)? */
+static inline bool
+gs_job_elastic(const GsJob *j)
+{
+	return j->min_workers < j->max_workers;
+}
 
 /* Is the job's team closed to new work (close_team())? Rounds do not try its jobs. */
 static inline bool

@@ -468,6 +468,17 @@ gang_nodes(const GsJob *j, bool *seen, int32 *out)
 	return n;
 }
 
+/* ",\"replicas\":…" for elastic gangs, in placed and nominated events (docs/elastic.md). */
+static void
+append_elastic_detail(StringInfo det, const GsJob *j)
+{
+	int			unit = j->group_size * j->stages;
+
+	if (gs_job_elastic(j))
+		appendStringInfo(det, ",\"replicas\":%d,\"min_replicas\":%d,\"max_replicas\":%d",
+						 j->workers / unit, j->min_workers / unit, j->max_workers / unit);
+}
+
 /* ",\"las_queue\":…" for las teams' jobs, in placed and nominated events. */
 static void
 append_las_detail(StringInfo det, const GsJob *j)
@@ -507,6 +518,7 @@ nomination_detail(GsCluster *c, const GsJob *j)
 		stranded += gs_victim_rest_gpus(c, j->victims[k]);
 	appendStringInfo(&det, ",\"stranded_gpus\":%g", stranded);
 	append_las_detail(&det, j);
+	append_elastic_detail(&det, j);
 	appendStringInfoChar(&det, '}');
 	return det.data;
 }
@@ -553,13 +565,16 @@ update_nominated(GsState *st, GsDecision *dec, TimestampTz now, int *nconfirmed)
 	values[5] = int4_array(n_workers, nn);
 	values[6] = float8_array(n_gpus, nn);
 	exec_args("WITH n AS ("
-			  "  UPDATE gangsched.gangs g SET state = 'nominated', borrowed = u.borrowed, reason = u.reason"
+			  "  UPDATE gangsched.gangs g SET state = 'nominated', borrowed = u.borrowed, reason = u.reason,"
+			  "         workers = u.workers"
 			  "    FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2),"
 			  "                    pg_catalog.unnest($3), pg_catalog.unnest($4),"
 			  "                    pg_catalog.unnest($6), pg_catalog.unnest($7))"
 			  "         AS u(job, borrowed, reason, detail, workers, gpus)"
 			  "   WHERE g.id OPERATOR(pg_catalog.=) u.job AND g.state OPERATOR(pg_catalog.=) 'pending'"
-			  "     AND g.workers OPERATOR(pg_catalog.=) u.workers AND g.f_gpus OPERATOR(pg_catalog.=) u.gpus"
+			  "     AND u.workers OPERATOR(pg_catalog.<=) g.workers AND g.f_gpus OPERATOR(pg_catalog.=) u.gpus"
+			  "     AND u.workers OPERATOR(pg_catalog.>=) COALESCE(g.min_replicas OPERATOR(pg_catalog.*) g.group_size"
+			  "                                           OPERATOR(pg_catalog.*) g.stages, g.workers)"
 			  "  RETURNING g.id, g.team_id, u.reason, u.detail),"
 			  " e AS ("
 			  "  INSERT INTO gangsched.events (at, kind, job, team_id, reason, detail)"
@@ -854,6 +869,7 @@ placement_detail(GsCluster *c, const GsJob *j, bool *seen, int32 *nodes)
 	appendStringInfoString(&det, ",\"level\":");
 	escape_json(&det, c->level_names[j->dom_depth]);
 	append_las_detail(&det, j);
+	append_elastic_detail(&det, j);
 	appendStringInfoChar(&det, '}');
 	return det.data;
 }
@@ -865,6 +881,9 @@ placement_detail(GsCluster *c, const GsJob *j, bool *seen, int32 *nodes)
  * "AND g.state = 'pending'" and the shape the round placed: a job cancelled
  * or resized (resize()) after the round read it is not placed; under READ
  * COMMITTED the UPDATE waits for that transaction and re-checks the row.
+ * The shape is still the one placed when the workers placed lie between
+ * the job's minimum and what it asks for (a rigid job: exactly those;
+ * elastic gangs, docs/elastic.md); workers becomes the size placed.
  */
 static int64 *
 update_placed(int64 *p_job, char **p_detail, bool *p_borrowed, int32 *p_workers, float8 *p_gpus, int np,
@@ -886,12 +905,14 @@ update_placed(int64 *p_job, char **p_detail, bool *p_borrowed, int32 *p_workers,
 	exec_args("WITH p AS ("
 			  "  UPDATE gangsched.gangs g"
 			  "     SET state = 'placed', placed_at = $3, started_at = NULL, started_nodes = '{}', reason = NULL,"
-			  "         borrowed = u.borrowed"
+			  "         borrowed = u.borrowed, workers = u.workers"
 			  "    FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($4),"
 			  "                    pg_catalog.unnest($5), pg_catalog.unnest($6))"
 			  "         AS u(job, detail, borrowed, workers, gpus)"
 			  "   WHERE g.id OPERATOR(pg_catalog.=) u.job AND g.state OPERATOR(pg_catalog.=) 'pending'"
-			  "     AND g.workers OPERATOR(pg_catalog.=) u.workers AND g.f_gpus OPERATOR(pg_catalog.=) u.gpus"
+			  "     AND u.workers OPERATOR(pg_catalog.<=) g.workers AND g.f_gpus OPERATOR(pg_catalog.=) u.gpus"
+			  "     AND u.workers OPERATOR(pg_catalog.>=) COALESCE(g.min_replicas OPERATOR(pg_catalog.*) g.group_size"
+			  "                                           OPERATOR(pg_catalog.*) g.stages, g.workers)"
 			  "  RETURNING g.id, g.team_id, u.detail, g.borrowed, g.queued_at),"
 			  " e AS ("
 			  "  INSERT INTO gangsched.events (at, kind, job, team_id, reason, detail)"
@@ -934,7 +955,12 @@ notify_start(GsCluster *c, const GsJob *j, bool *seen, int32 *nodes)
 		char		payload[128];
 
 		snprintf(chan, sizeof(chan), "gangsched_node_%d", c->nodes[nodes[k]].id);
-		snprintf(payload, sizeof(payload), "{\"event\":\"start\",\"job\":" INT64_FORMAT "}", j->id);
+		if (gs_job_elastic(j))	/* elastic gangs: the size it starts at */
+			snprintf(payload, sizeof(payload),
+					 "{\"event\":\"start\",\"job\":" INT64_FORMAT ",\"world_size\":%d,\"replicas\":%d}",
+					 j->id, j->workers, j->workers / (j->group_size * j->stages));
+		else
+			snprintf(payload, sizeof(payload), "{\"event\":\"start\",\"job\":" INT64_FORMAT "}", j->id);
 		Async_Notify(chan, payload);
 	}
 }

@@ -160,6 +160,59 @@ gs_mark_expiring(GsState *st, int64_t now, int default_timeout_s)
 }
 
 /*
+ * Elastic gangs (docs/elastic.md): place the job whole at the largest size
+ * from its maximum down to its minimum, in whole replicas, that fits now
+ * and that the quota rules of this try allow at that size (the try's
+ * pools, chosen at the minimum by the order step, narrowed to those that
+ * allow the size). `why` says why the maximum does not fit. The job keeps
+ * the size it was placed at; when no size fits it is left asking for its
+ * maximum. A rigid job is tried as it is, once.
+ */
+static bool
+place_sized(GsPlacer *p, GsCluster *c, GsJob *j, GsWhy *why)
+{
+	uint64_t	mask = j->pool_mask;
+	int			unit = j->group_size * j->stages;
+	int			w,
+				top;
+	bool		probed = false;
+
+	if (!gs_job_elastic(j))
+		return gs_place(p, j, why);
+	top = j->max_workers;
+	for (w = top; w >= j->min_workers; w -= unit)
+	{
+		uint64_t	m;
+		char	   *qwhy;
+
+		j->workers = w;
+		j->quota_workers = w;
+		m = mask & (j->try_borrowing ? gs_borrow_pools(c, j, &qwhy) : gs_guaranteed_pools(c, j));
+		if (m == 0)
+			continue;
+		j->pool_mask = m;
+		if (gs_place(p, j, probed ? NULL : why))
+		{
+			j->quota_workers = j->min_workers;
+			return true;
+		}
+		if (!probed)
+		{
+			probed = true;
+			/* no size above what fits in any eligible pool now can fit */
+			if (why != NULL && why->kind != GS_WHY_NONE && why->total_workers < w - unit)
+				w = why->total_workers / unit * unit + unit;
+		}
+	}
+	j->workers = j->max_workers;
+	j->quota_workers = j->min_workers;
+	j->pool_mask = mask;
+	if (!probed && why != NULL)
+		(void) gs_probe(p, j, why);		/* quota allowed no size: say why the whole gang waits */
+	return false;
+}
+
+/*
  * Work conservation before anything else: a preemptible job that did not
  * fit within its quota runs at once on idle capacity it may borrow
  * elsewhere (another pool), rather than preempting or being held by the
@@ -185,7 +238,7 @@ borrow_elsewhere(Round *rd, GsJob *j, bool *ok)
 	j->pool_mask = elsewhere;
 	j->try_borrowing = true;
 	out->considered++;			/* a second try, as borrowed work */
-	if (gs_place(out->placer, j, &bwhy))
+	if (place_sized(out->placer, rd->st->cluster, j, &bwhy))
 	{
 		*ok = true;
 		return elsewhere;
@@ -380,7 +433,7 @@ decide_one(Round *rd, GsJob *j)
 	bool		ok;
 
 	out->considered++;
-	if (gs_place(out->placer, j, why) || backfill_held(rd, j))
+	if (place_sized(out->placer, rd->st->cluster, j, why) || backfill_held(rd, j))
 	{
 		placed(rd, j);
 		return true;
@@ -392,14 +445,27 @@ decide_one(Round *rd, GsJob *j)
 		placed(rd, j);
 		return true;
 	}
+	/*
+	 * An elastic job that fits at no size now is nominated, and gets the
+	 * starvation guard, for its minimum: the least capacity that lets it
+	 * run (docs/elastic.md).
+	 */
+	if (gs_job_elastic(j))
+		j->workers = j->min_workers;
 	/* preemption: victims whose capacity makes a valid placement */
 	if (rd->set.preemption && nominate(rd, j))
 		return true;
 	/* without backfill, nothing after the first that does not fit */
 	if (!rd->set.backfill)
+	{
+		if (gs_job_elastic(j))
+			j->workers = j->max_workers;
 		return false;
+	}
 	if (guard(rd, j, why, elsewhere))
 		return true;
+	if (gs_job_elastic(j))
+		j->workers = j->max_workers;
 	/* (tried as borrowed work already: no second borrowing try later) */
 	if (elsewhere == 0)
 		gs_order_failed(out->order, j);
@@ -425,8 +491,12 @@ nominate_quota_blocked(Round *rd)
 		if (!j->quota_blocked || j->nominated || j->placed || j->expiring)
 			continue;
 		j->pool_mask = gs_eligible_pools(rd->st->cluster, j);
+		if (gs_job_elastic(j))
+			j->workers = j->min_workers;	/* an elastic job: for its minimum */
 		if (nominate(rd, j))
 			j->quota_blocked = false;
+		else if (gs_job_elastic(j))
+			j->workers = j->max_workers;
 	}
 }
 

@@ -263,4 +263,22 @@ SELECT 9, NULL, NULL, format('the teams below %s hold %s GPUs of nominal quota i
   JOIN gangsched.teams pt ON pt.id = k.parent
   JOIN gangsched.pools pl ON pl.id = k.pool_id
  WHERE k.below > pq.gpus
+UNION ALL
+-- 10. elastic gangs (docs/elastic.md): a job holds (or, nominated, is held
+--     capacity for) a whole number of replicas between its minimum and its
+--     maximum, and asks for its maximum while it waits; each replica's
+--     groups are whole (invariant 3 checks their ranks and domains)
+SELECT 10, g.id, NULL, format('elastic job is %s with %s workers; replicas of %s workers from %s to %s are allowed%s',
+                              g.state, g.workers, g.group_size * g.stages, g.min_replicas,
+                              g.max_workers / (g.group_size * g.stages),
+                              CASE WHEN g.state = 'pending' THEN format(', and a waiting job asks for all %s', g.max_workers) ELSE '' END)
+  FROM gangsched.gangs g
+ WHERE g.min_replicas IS NOT NULL
+   AND (g.max_workers IS NULL OR g.workers % (g.group_size * g.stages) <> 0
+        OR g.workers < g.min_replicas * g.group_size * g.stages OR g.workers > g.max_workers
+        OR (g.state = 'pending' AND g.workers <> g.max_workers))
+UNION ALL
+SELECT 10, g.id, NULL, format('rigid job has max_workers %s', g.max_workers)
+  FROM gangsched.gangs g
+ WHERE g.min_replicas IS NULL AND g.max_workers IS NOT NULL
 $$;
