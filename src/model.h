@@ -289,6 +289,9 @@ typedef struct GsJob
 	int64_t		expected_start; /* the reserved job: when it is expected to fit (TimestampTz), 0 unknown */
 	bool		backfilled;		/* placed on capacity kept for the reserved job (ends before its expected start) */
 	GsAssign   *assign;			/* [workers] when placed */
+	/* growing a running elastic gang (GsState.grow): the workers added this round, and where */
+	int32_t		grown;
+	GsAssign   *grow_assign;	/* [grown] */
 	int16_t		dom_depth;		/* the domain the gang went to */
 	int32_t		dom_index;
 	const char *reason;			/* why it waits (stable text), when not placed */
@@ -377,6 +380,13 @@ typedef struct GsState
 	GsCluster  *cluster;
 	int			njobs;
 	GsJob	   *jobs;			/* pending jobs, in the order loaded */
+	/*
+	 * Elastic gangs holding capacity below their maximum (placed or
+	 * running; docs/elastic.md): workers is what each holds, max_workers
+	 * what it may grow to, pool the pool it runs in, borrowed its flag.
+	 */
+	int			ngrow;
+	GsJob	   *grow;
 	/* jobs holding capacity, loaded on first need (preemption) */
 	bool		running_loaded;
 	int			nrunning;

@@ -522,6 +522,109 @@ expiring_reasons(Round *rd)
 }
 
 /*
+ * Growing (docs/elastic.md): one more replica for running elastic gang g,
+ * on capacity free now in its pool, within its team's nominal quota (a
+ * gang placed as borrowed capacity may also grow as borrowed capacity,
+ * within the borrowing rules). True when it took one.
+ */
+static bool
+grow_one(Round *rd, GsJob *g)
+{
+	GsCluster  *c = rd->st->cluster;
+	GsJob		t = *g;
+	int			unit = g->group_size * g->stages;
+	char	   *qwhy = NULL;
+	uint64_t	m;
+
+	if (g->pool < 0 || g->pool >= GS_MAX_POOLS)
+		return false;
+	/* a replica of it, alone */
+	t.workers = t.min_workers = t.max_workers = unit;
+	t.quota_workers = 0;
+	t.assign = NULL;
+	t.placed = false;
+	t.grown = 0;
+	t.grow_assign = NULL;
+	m = gs_guaranteed_pools(c, &t);
+	if (m == 0 && g->borrowed && g->preemptible)
+		m = gs_borrow_pools(c, &t, &qwhy);
+	m &= UINT64_C(1) << g->pool;
+	if (m == 0)
+		return false;
+	t.pool_mask = m;
+	if (!gs_place(rd->out->placer, &t, NULL))
+		return false;
+	gs_account(c, &t, g->pool);
+	if (g->grow_assign == NULL)
+		g->grow_assign = palloc(sizeof(GsAssign) * (g->max_workers - g->workers));
+	memcpy(&g->grow_assign[g->grown], t.assign, sizeof(GsAssign) * unit);
+	pfree(t.assign);
+	if (g->grown == 0)
+		rd->out->grown++;
+	g->grown += unit;
+	rd->out->workers_grown += unit;
+	return true;
+}
+
+/*
+ * After every candidate of the round had its try, the running elastic
+ * gangs below their maximum take the capacity still free (not kept by
+ * the starvation guard, not held for a nominated job), one replica at a
+ * time, each to the gang whose team has the lowest dominant share now
+ * (then higher priority, then older): the fair order, recomputed after
+ * each replica. Without backfill, only when no job is left waiting (the
+ * queue's order is strict then).
+ */
+static void
+grow_elastic(Round *rd)
+{
+	GsState    *st = rd->st;
+	GsCluster  *c = st->cluster;
+	bool	   *done;
+	int			i;
+
+	if (st->ngrow == 0)
+		return;
+	if (!rd->set.backfill)
+		for (i = 0; i < st->njobs; i++)
+			if (!st->jobs[i].placed && !st->jobs[i].nominated)
+				return;
+	done = palloc0(sizeof(bool) * st->ngrow);
+	for (;;)
+	{
+		int			best = -1;
+		double		bestds = 0;
+
+		for (i = 0; i < st->ngrow; i++)
+		{
+			GsJob	   *g = &st->grow[i];
+			double		ds;
+
+			if (done[i] || g->tix < 0 ||
+				g->workers + g->grown + g->group_size * g->stages > g->max_workers)
+			{
+				done[i] = true;
+				continue;
+			}
+			ds = gs_dominant_share(c, g->tix);
+			if (best < 0 || ds < bestds - GS_SHARE_EPS ||
+				(ds <= bestds + GS_SHARE_EPS &&
+				 (g->priority > st->grow[best].priority ||
+				  (g->priority == st->grow[best].priority && g->queue_pos < st->grow[best].queue_pos))))
+			{
+				best = i;
+				bestds = ds;
+			}
+		}
+		if (best < 0)
+			break;
+		if (!grow_one(rd, &st->grow[best]))
+			done[best] = true;
+	}
+	pfree(done);
+}
+
+/*
  * The round's fair level (fair.h): every team's use plus its pending work
  * (jobs whose queue timeout passed do not count) is its demand.
  */
@@ -600,6 +703,7 @@ gs_decide(GsState *st, GsScheduleSettings set, GsDecision *out)
 			break;
 	if (set.preemption)
 		nominate_quota_blocked(&rd);
+	grow_elastic(&rd);
 
 	elog(DEBUG1, "gangsched decide: %d candidates tried, %d victim searches (%d found nothing, " INT64_FORMAT " placement probes) in %.1f ms",
 		 out->considered, rd.search_n, rd.failed, rd.preempt.probes, rd.search_ms);

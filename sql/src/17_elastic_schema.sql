@@ -16,3 +16,7 @@ ALTER TABLE gangsched.gangs
         AND max_workers % (group_size * stages) = 0
         AND workers <= max_workers
         AND min_replicas::bigint * group_size * stages <= workers);
+-- The round reads the elastic gangs that hold capacity (to grow them,
+-- src/loader.c): none in the index when no elastic job runs.
+CREATE INDEX gangs_elastic_held_idx ON gangsched.gangs (id)
+    WHERE min_replicas IS NOT NULL AND state IN ('placed', 'running');

@@ -109,7 +109,10 @@ SELECT 4, a.job, NULL, format('allocation %s (%s) lies outside job''s placed int
                               COALESCE(j.placed_at, j.submitted_at), j.finished_at)
   FROM gangsched.allocations a JOIN gangsched.gangs j ON j.id = a.job
  WHERE lower(a.during) < j.submitted_at
-    OR (upper_inf(a.during) AND lower(a.during) IS DISTINCT FROM j.placed_at)
+    -- a current allocation began with the placement; an elastic gang's
+    -- grown workers later (docs/elastic.md), never before it
+    OR (upper_inf(a.during) AND lower(a.during) IS DISTINCT FROM j.placed_at
+        AND NOT (j.min_replicas IS NOT NULL AND lower(a.during) > j.placed_at))
     OR (j.finished_at IS NOT NULL AND upper(a.during) > j.finished_at)
 UNION ALL
 SELECT 4, j.id, NULL, 'job''s times are out of order: ' || concat_ws('; ',

@@ -5732,6 +5732,11 @@ ALTER TABLE gangsched.gangs
 -- gangs_archive takes the same columns, in the same order (LIKE gangs in a fresh install: no constraints)
 ALTER TABLE gangsched.gangs_archive ADD COLUMN min_replicas int, ADD COLUMN max_workers int;
 
+-- The round reads the elastic gangs that hold capacity (to grow them,
+-- src/loader.c): none in the index when no elastic job runs.
+CREATE INDEX gangs_elastic_held_idx ON gangsched.gangs (id)
+    WHERE min_replicas IS NOT NULL AND state IN ('placed', 'running');
+
 -- An elastic job's minimum (submit() and resize()): between 1 and the
 -- replicas of the gang, workers / (group_size × stages) (22023). NULL is
 -- a rigid job. Returns the workers of the minimum (the whole gang when rigid).
@@ -6251,7 +6256,10 @@ SELECT 4, a.job, NULL, format('allocation %s (%s) lies outside job''s placed int
                               COALESCE(j.placed_at, j.submitted_at), j.finished_at)
   FROM gangsched.allocations a JOIN gangsched.gangs j ON j.id = a.job
  WHERE lower(a.during) < j.submitted_at
-    OR (upper_inf(a.during) AND lower(a.during) IS DISTINCT FROM j.placed_at)
+    -- a current allocation began with the placement; an elastic gang's
+    -- grown workers later (docs/elastic.md), never before it
+    OR (upper_inf(a.during) AND lower(a.during) IS DISTINCT FROM j.placed_at
+        AND NOT (j.min_replicas IS NOT NULL AND lower(a.during) > j.placed_at))
     OR (j.finished_at IS NOT NULL AND upper(a.during) > j.finished_at)
 UNION ALL
 SELECT 4, j.id, NULL, 'job''s times are out of order: ' || concat_ws('; ',
