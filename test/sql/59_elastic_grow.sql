@@ -87,6 +87,25 @@ SELECT * FROM gangsched.check_invariants();
 SELECT gangsched.cancel(:fa), gangsched.cancel(:fb);
 
 /* ------------------------------------------------------------------ */
+/* replicas of tensor groups grow whole                                */
+/* ------------------------------------------------------------------ */
+-- replicas of 2 tensor-parallel workers × 4 GPUs, each group on one node:
+-- 1 replica on the node free, then all 4 when the rest frees, every group
+-- on one node
+SELECT gangsched.submit('c', 3, 8, name => 'fill3') AS fill3 \gset
+SELECT placed FROM gangsched.run_round();
+SELECT gangsched.submit('a', 8, 4, group_size => 2, min_replicas => 1, name => 'tg') AS tg \gset
+SELECT placed FROM gangsched.run_round();
+SELECT name, state, workers, replicas FROM gangsched.jobs WHERE job = :tg;
+SELECT gangsched.job_finished(:fill3, true);
+SELECT placed FROM gangsched.run_round();
+SELECT name, state, workers, replicas FROM gangsched.jobs WHERE job = :tg;
+SELECT worker / 2 AS grp, count(DISTINCT node) AS nodes
+  FROM gangsched.placements WHERE job = :tg GROUP BY 1 ORDER BY 1;
+SELECT * FROM gangsched.check_invariants();
+SELECT gangsched.cancel(:tg);
+
+/* ------------------------------------------------------------------ */
 /* the starvation guard's capacity is not grown into                   */
 /* ------------------------------------------------------------------ */
 SELECT gangsched.submit('b', 1, 8, name => 'r1') AS r1 \gset
