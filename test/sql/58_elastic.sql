@@ -65,6 +65,7 @@ SELECT placed, workers_placed FROM gangsched.run_round();
 SELECT name, state, workers, replicas, min_replicas, max_replicas FROM gangsched.jobs
  WHERE job IN (:blocker, :shrunk, :atleast3) ORDER BY job;
 SELECT count(*) AS atleast3_rows FROM gangsched.placements WHERE job = :atleast3;
+SELECT * FROM gangsched.why_pending(:atleast3);
 SELECT * FROM gangsched.check_invariants();
 -- the blocker ends: 16 GPUs free again, atleast3 (3 replicas need 24 GPUs) still waits
 SELECT gangsched.job_finished(:blocker, true);
