@@ -1283,6 +1283,7 @@ typedef struct GsLeafRead
 	BlockNumber nblocks;		/* the heap's, at the start */
 	uint8	   *vis;			/* per heap page: 0 unknown, 1 all-visible, 2 not */
 	Buffer		vmbuf;
+	bool		serializable;	/* (then every chain through heap_hot_search_buffer) */
 	uint32	   *chains_at;		/* per heap page: 1 + its GsChains, 0 none yet */
 	GsChains   *chains;
 	int			nchains,
@@ -1341,7 +1342,8 @@ gs_leaf_read_begin(GsLeafRead *x, const char *table, const char *index, const ch
 	x->vis = palloc0(Max(x->nblocks, 1));
 	x->vmbuf = InvalidBuffer;
 	/* serializable: the read depends on every row of the table (a sequential scan's lock) */
-	if (IsolationIsSerializable())
+	x->serializable = IsolationIsSerializable();
+	if (x->serializable)
 		PredicateLockRelation(x->heap, x->snap);
 	return true;
 }
@@ -1406,16 +1408,38 @@ gs_leaf_page_chains(GsLeafRead *x, BlockNumber blk)
 	for (off = FirstOffsetNumber; off <= maxoff; off = OffsetNumberNext(off))
 	{
 		ItemId		lp = PageGetItemId(page, off);
+		bool		visible;
 
 		if (off + GS_PREFETCH_AHEAD <= maxoff)
 			__builtin_prefetch(PageGetItem(page, PageGetItemId(page, off + GS_PREFETCH_AHEAD)));
-		if (ItemIdIsRedirected(lp) ||
-			(ItemIdIsNormal(lp) && !HeapTupleHeaderIsHeapOnly((HeapTupleHeader) PageGetItem(page, lp))))
+
+		if (ItemIdIsNormal(lp))
 		{
-			x->checked++;
-			if (gs_chain_visible(x, buf, blk, off))
-				c->bits[(off - 1) / 64] |= UINT64CONST(1) << ((off - 1) % 64);
+			HeapTupleHeader th = (HeapTupleHeader) PageGetItem(page, lp);
+
+			if (HeapTupleHeaderIsHeapOnly(th))
+				continue;		/* (not a chain's first) */
+			if (!x->serializable && !HeapTupleHeaderIsHotUpdated(th))
+			{
+				/* a chain of one row: its visibility, as heap_hot_search_buffer tests it */
+				HeapTupleData tuple;
+
+				tuple.t_data = th;
+				tuple.t_len = ItemIdGetLength(lp);
+				tuple.t_tableOid = RelationGetRelid(x->heap);
+				ItemPointerSet(&tuple.t_self, blk, off);
+				visible = HeapTupleSatisfiesVisibility(&tuple, x->snap, buf);
+			}
+			else
+				visible = gs_chain_visible(x, buf, blk, off);
 		}
+		else if (ItemIdIsRedirected(lp))
+			visible = gs_chain_visible(x, buf, blk, off);
+		else
+			continue;
+		x->checked++;
+		if (visible)
+			c->bits[(off - 1) / 64] |= UINT64CONST(1) << ((off - 1) % 64);
 	}
 	UnlockReleaseBuffer(buf);
 }
