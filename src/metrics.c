@@ -1339,7 +1339,7 @@ gs_leaf_read_begin(GsLeafRead *x, const char *table, const char *index, const ch
 	x->att = gs_atts(x->itupdesc);
 	/* (a row the snapshot sees was written before it was taken, on a page that existed then) */
 	x->nblocks = RelationGetNumberOfBlocks(x->heap);
-	x->vis = palloc0(Max(x->nblocks, 1));
+	x->vis = MemoryContextAllocExtended(CurrentMemoryContext, Max(x->nblocks, 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 	x->vmbuf = InvalidBuffer;
 	/* serializable: the read depends on every row of the table (a sequential scan's lock) */
 	x->serializable = IsolationIsSerializable();
@@ -1390,12 +1390,13 @@ gs_leaf_page_chains(GsLeafRead *x, BlockNumber blk)
 	GsChains   *c;
 
 	if (x->chains_at == NULL)
-		x->chains_at = palloc0(x->nblocks * sizeof(uint32));
+		x->chains_at = MemoryContextAllocExtended(CurrentMemoryContext, (Size) x->nblocks * sizeof(uint32),
+												  MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 	if (x->nchains == x->maxchains)
 	{
 		x->maxchains = Max(16, x->maxchains * 2);
 		x->chains = x->chains ? repalloc_huge(x->chains, (Size) x->maxchains * sizeof(GsChains))
-			: palloc(x->maxchains * sizeof(GsChains));
+			: palloc_extended(x->maxchains * sizeof(GsChains), MCXT_ALLOC_HUGE);
 	}
 	c = &x->chains[x->nchains];
 	memset(c, 0, sizeof(GsChains));
