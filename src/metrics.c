@@ -1500,7 +1500,14 @@ gs_leaf_read(GsLeafRead *x, GsEntryFn fn, void *arg)
 				 * touch misses the CPU's caches: ask for one a few ahead)
 				 */
 				if (off + GS_PREFETCH_AHEAD <= maxoff)
-					__builtin_prefetch(PageGetItem(page, PageGetItemId(page, off + GS_PREFETCH_AHEAD)));
+				{
+					ItemId		ahead = PageGetItemId(page, off + GS_PREFETCH_AHEAD);
+					const char *t = (const char *) PageGetItem(page, ahead);
+
+					/* (its first and last bytes: an entry may straddle two cache lines) */
+					__builtin_prefetch(t);
+					__builtin_prefetch(t + Max(ItemIdGetLength(ahead), 1) - 1);
+				}
 				if (ignore_killed && ItemIdIsDead(iid))
 					continue;
 				itup = (IndexTuple) PageGetItem(page, iid);
