@@ -5713,3 +5713,8 @@ BEGIN
     PERFORM gangsched._wake();
 END $$;
 
+
+-- ==== metrics: a cheaper read of gangsched.metrics (issue 18) ====
+-- No SQL object changes: gangsched.metric_series() reads gangs_live_idx's and
+-- allocations_current_idx's leaf pages itself (src/metrics.c), whose
+-- definitions (sql/src/10_schema.sql) stay as the mfast section left them.
