@@ -264,6 +264,11 @@ node_cap(GsPlacer *p, const GsNode *n)
 
 	if (n->state != GS_NODE_UP || !p->pool_ok[n->pool])
 		return 0;
+	/* reservations and maintenance windows (docs/time.md): 0 without any */
+	if ((j->res_block | j->res_only) != 0 &&
+		((n->bookings & j->res_block) != 0 ||
+		 (j->res_only != 0 && (n->bookings & j->res_only) == 0)))
+		return 0;
 	if (p->only_cached &&
 		(j->dataset < 0 || !p->c->dataset_nodes[j->dataset][n - p->c->nodes]))
 		return 0;
