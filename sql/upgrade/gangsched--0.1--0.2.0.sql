@@ -6323,6 +6323,52 @@ BEGIN
 END $$;
 
 
+CREATE OR REPLACE FUNCTION gangsched.remove_team(team text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    tid  int := gangsched._team_id(team);
+    live bigint;
+    hist bigint;
+BEGIN
+    PERFORM FROM gangsched.teams t WHERE t.id = tid FOR UPDATE;
+    SELECT count(*) FILTER (WHERE g.state IN ('pending', 'nominated', 'placed', 'running', 'preempting')),
+           count(*)
+      INTO live, hist
+      FROM gangsched.gangs g WHERE g.team_id = tid;
+    IF live > 0 THEN
+        RAISE EXCEPTION 'team "%" has % live jobs', team, live
+            USING ERRCODE = 'object_in_use',
+                  DETAIL = 'A team is removed only when none of its jobs is pending, nominated, placed, running or preempting.',
+                  HINT = format('Close it with gangsched.close_team(%L) so it takes no new work, cancel or wait for its jobs, then remove it.', team);
+    END IF;
+    IF hist > 0 THEN
+        RAISE EXCEPTION 'team "%" still has % ended jobs in the history', team, hist
+            USING ERRCODE = 'object_in_use',
+                  DETAIL = 'The allocation history and the analysts'' views name the team of every job they keep.',
+                  HINT = 'Move them to the archive first with gangsched.archive_history(before); a closed team takes no new work meanwhile.';
+    END IF;
+    IF EXISTS (SELECT FROM gangsched.teams c WHERE c.parent_id = tid) THEN
+        RAISE EXCEPTION 'team "%" has subteams', team
+            USING ERRCODE = 'object_in_use',
+                  DETAIL = format('Its children are: %s.', (SELECT string_agg(c.name, ', ' ORDER BY c.name)
+                                                             FROM gangsched.teams c WHERE c.parent_id = tid)),
+                  HINT = 'Remove its subteams first, or move them with gangsched.set_team_parent(team, parent) '
+                         '(parent NULL: to the top level).';
+    END IF;
+    IF EXISTS (SELECT FROM gangsched.bookings b WHERE b.team_id = tid) THEN
+        RAISE EXCEPTION 'team "%" has reservations', team
+            USING ERRCODE = 'object_in_use',
+                  DETAIL = format('Its reservations are: %s.', (SELECT string_agg(b.name, ', ' ORDER BY b.name)
+                                                                FROM gangsched.bookings b WHERE b.team_id = tid)),
+                  HINT = 'Drop them first with gangsched.drop_reservation(name) (an ended one is removed, one in progress ends).';
+    END IF;
+    DELETE FROM gangsched.quotas q WHERE q.team_id = tid;
+    DELETE FROM gangsched.team_pending c WHERE c.team_id = tid;
+    DELETE FROM gangsched.teams t WHERE t.id = tid;     -- members go by ON DELETE CASCADE
+    PERFORM gangsched._event('team', NULL, NULL, tid, 'team removed', jsonb_build_object('team', team));
+END $$;
+
+
 CREATE OR REPLACE FUNCTION gangsched.check_invariants()
 RETURNS TABLE (invariant int, job bigint, node text, detail text)
 LANGUAGE sql STABLE SET jit = off AS $$

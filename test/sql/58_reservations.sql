@@ -237,6 +237,12 @@ SET ROLE gs58_op;
 SELECT gangsched.drop_reservation('rt');
 RESET ROLE;
 SELECT * FROM gangsched.check_invariants();
+-- a team with a reservation is not removed until it is dropped
+SELECT gangsched.add_team('c');
+SELECT gangsched.add_reservation('rc2', 'c', pool => 'side', starts => '2030-01-02', ends => '2030-01-03') > 0 AS rc2;
+SELECT gangsched.remove_team('c');
+SELECT gangsched.drop_reservation('rc2');
+SELECT gangsched.remove_team('c');
 
 DROP EXTENSION gangsched;
 DO $$
