@@ -281,10 +281,11 @@ booking_rows(List *rows, GsState *st, GsDecision *dec, GsJob *target)
 		if (only & bit)
 			rows = add_row(rows, kind, "it names %s: it runs only on those nodes%s", what,
 						   (block & bit) ? ", from the start" : "");
+		else if (k->maintenance && k->starts <= st->now)
+			rows = add_row(rows, kind, "%s is in progress: no job may use those nodes until its end", what);
 		else if (k->starts <= st->now)
-			rows = add_row(rows, kind, "%s is in progress: %s", what,
-						   k->maintenance ? "no job may use those nodes until its end" :
-						   "until its end only that team's jobs and jobs that name it may use those nodes");
+			rows = add_row(rows, kind, "%s is in progress: until its end only jobs of team %s (or of a team below it) "
+						   "and jobs that name it may use those nodes", what, k->team ? k->team : "?");
 		else if (target->hold_s < 0)
 			rows = add_row(rows, kind, "%s: it has no time limit, so %s", what,
 						   k->maintenance ? "it is not placed on those nodes within gangsched.maintenance_guard of the start" :

@@ -244,6 +244,22 @@ SELECT gangsched.remove_team('c');
 SELECT gangsched.drop_reservation('rc2');
 SELECT gangsched.remove_team('c');
 
+/* ================================================================== */
+/* 7. an inner team's reservation is its subtree's                     */
+/* ================================================================== */
+-- (the live jobs are cancelled first; the clock is 04:00)
+SELECT count(gangsched.cancel(job)) AS cancelled FROM gangsched.jobs
+ WHERE state NOT IN ('finished', 'failed', 'cancelled', 'expired');
+SELECT gangsched.add_team('p'), gangsched.add_team('p1', parent => 'p'), gangsched.add_team('q');
+SELECT gangsched.add_reservation('rp', 'p', pool => 'side', starts => '2030-01-01 04:00+00',
+                                 ends => '2030-01-01 05:00+00') > 0 AS rp;
+SELECT gangsched.submit('q', 1, 8, name => 'q_job', pool => 'side', time_limit => '10min'),
+       gangsched.submit('p1', 1, 8, name => 'p1_job', pool => 'side', time_limit => '10min');
+SELECT * FROM pg_temp.round();
+SELECT * FROM pg_temp.nodes();
+SELECT * FROM gangsched.why_pending(pg_temp.id('q_job'));
+SELECT * FROM gangsched.check_invariants();
+
 DROP EXTENSION gangsched;
 DO $$
 DECLARE
