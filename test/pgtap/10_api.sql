@@ -6,7 +6,7 @@ BEGIN;
 SET LOCAL client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS gangsched CASCADE;
-SELECT plan(123);
+SELECT plan(128);
 
 /* ---------------- the extension ---------------- */
 
@@ -54,6 +54,14 @@ SELECT has_function('gangsched', 'job_checkpointed', ARRAY['bigint', 'timestamp 
 SELECT has_function('gangsched', 'job_finished', ARRAY['bigint', 'boolean', 'text']);
 SELECT has_function('gangsched', 'node_heartbeat', ARRAY['text']);
 SELECT has_function('gangsched', 'check_invariants', ARRAY[]::text[]);
+-- reservations and maintenance windows (docs/time.md)
+SELECT has_function('gangsched', 'add_reservation', ARRAY['text', 'text', 'text', 'text[]', 'text', 'integer',
+                                                          'timestamp with time zone', 'timestamp with time zone']);
+SELECT has_function('gangsched', 'add_maintenance', ARRAY['text', 'text', 'text[]', 'text',
+                                                          'timestamp with time zone', 'timestamp with time zone']);
+SELECT has_function('gangsched', 'drop_reservation', ARRAY['text']);
+SELECT has_function('gangsched', 'reservation_usage', ARRAY[]::text[]);
+SELECT has_view('gangsched', 'reservations', 'the reservations view exists');
 SELECT function_returns('gangsched', 'check_invariants', ARRAY[]::text[], 'setof record');
 SELECT is(pg_get_function_result('gangsched.check_invariants()'::regprocedure),
           'TABLE(invariant integer, job bigint, node text, detail text)', 'check_invariants() returns (invariant, job, node, detail)');
