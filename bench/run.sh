@@ -44,7 +44,7 @@ SERIES_PENDING="2500 5000 10000 20000 40000 80000"
 SERIES_AT_PENDING=20000 SERIES_AT_NODES=2048
 SUBMIT_N=10000 SUBMIT_REPS=3 PGBENCH_T=2000 METRICS_REPS=15
 CASES="cold,steady,scale,submit"
-KEEP=0 SETUP="" TIME_LIMITS=0
+KEEP=0 SETUP="" TIME_LIMITS=0 RESERVATIONS=0
 PORTAL_ROLE=${BENCH_PORTAL_ROLE:-gs_bench_portal} PORTAL_CREATED=0
 MAINT_DB=${BENCH_MAINTENANCE_DB:-postgres}
 
@@ -76,6 +76,9 @@ usage: bash bench/run.sh [options]
   --time-limits        every queued job gets a time limit (1 to 24 hours, by job
                        number; docs/time.md), where the build's submit() takes one
                        (a build without time limits runs its queue as always)
+  --reservations N     N advance reservations of 16 nodes each, starting a day
+                       ahead (bench/reservations.sql; docs/time.md), where the
+                       build has add_reservation [$RESERVATIONS]
   --keep               keep the databases (names on stderr)
 USAGE
 }
@@ -104,6 +107,7 @@ while [ $# -gt 0 ]; do
     --setup) SETUP=$(cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift ;;
     --keep) KEEP=1 ;;
     --time-limits) TIME_LIMITS=1 ;;
+    --reservations) RESERVATIONS=$2; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "bench/run.sh: unknown option $1" >&2; usage; exit 2 ;;
   esac
@@ -211,6 +215,9 @@ template() {
           -f "$HERE/cluster.sql" >/dev/null
     if [ "$TREE" -gt 0 ]; then
       psql_ -d "$db" -v teams="$TEAMS" -v fanout="$TREE" -f "$HERE/tree.sql" >/dev/null
+    fi
+    if [ "$RESERVATIONS" -gt 0 ]; then
+      psql_ -d "$db" -v teams="$TEAMS" -v reservations="$RESERVATIONS" -f "$HERE/reservations.sql" >/dev/null
     fi
     # add_node's per-class and per-domain counters leave thousands of dead
     # row versions that submit()'s admission checks would scan until

@@ -330,7 +330,8 @@ job_receive(TupleTableSlot *slot, DestReceiver *self)
 	j->queue_timeout_s = nl[22] ? -1 : DatumGetFloat8(v[22]);
 	j->old_reason_refused = !nl[23] && DatumGetBool(v[23]);
 	j->hold_s = nl[24] ? -1 : DatumGetFloat8(v[24]) + gs_grace_s(nl[25], nl[25] ? 0 : DatumGetFloat8(v[25]));
-	j->attained = (st->las_teams && !nl[26]) ? DatumGetFloat8(v[26]) : 0;
+	j->reservation_id = nl[26] ? 0 : DatumGetInt32(v[26]);
+	j->attained = (st->las_teams && !nl[27]) ? DatumGetFloat8(v[27]) : 0;
 	j->las_queue = -1;			/* set by the order step, which knows the clock */
 	/* clamp depths the model cannot have */
 	if (j->group_depth > c->nlevels + 1 || j->group_depth < 0)
@@ -810,7 +811,8 @@ load_jobs(GsState *st, GsCluster *c, const IdIndex *teams)
 		"       EXTRACT(epoch FROM g.queue_timeout)::pg_catalog.float8,"
 		"       pg_catalog.strpos(g.reason, 'preemption refused: ') OPERATOR(pg_catalog.>) 0,"
 		"       pg_catalog.date_part('epoch', g.time_limit),"
-		"       CASE WHEN g.time_limit IS NOT NULL THEN pg_catalog.date_part('epoch', g.grace) END");
+		"       CASE WHEN g.time_limit IS NOT NULL THEN pg_catalog.date_part('epoch', g.grace) END,"
+		"       g.reservation_id");
 	/*
 	 * The attained service of las teams' jobs that have held capacity
 	 * before (requeued: only they have allocations), in the same query:
@@ -919,6 +921,59 @@ load_reclaims(GsState *st, const IdIndex *teams)
 	}
 }
 
+/*
+ * Reservations and maintenance windows that have not ended (docs/time.md),
+ * at most GS_MAX_BOOKINGS, earliest first; their nodes get their bits. Run
+ * only when some booking is not over (the round's probe).
+ */
+static void
+load_bookings(GsState *st, GsCluster *c, const IdIndex *nodes, const IdIndex *teams)
+{
+	int			i,
+				b = -1;
+	int32_t		last = -1;
+
+	run("SELECT b.id, b.team_id, b.starts, b.ends, b.name, t.name, x.node_id"
+		"  FROM (SELECT * FROM gangsched.bookings y"
+		"         WHERE NOT y.ended AND y.ends OPERATOR(pg_catalog.>) gangsched.now()"
+		"         ORDER BY y.starts, y.id LIMIT " CppAsString2(GS_MAX_BOOKINGS) ") b"
+		"  LEFT JOIN gangsched.teams t ON t.id OPERATOR(pg_catalog.=) b.team_id"
+		" CROSS JOIN LATERAL pg_catalog.unnest(b.node_ids) x(node_id)"
+		" ORDER BY b.starts, b.id", SPI_OK_SELECT);
+	st->bookings = palloc0(sizeof(GsBooking) * GS_MAX_BOOKINGS);
+	st->nbookings = 0;
+	for (i = 0; i < (int) SPI_processed; i++)
+	{
+		bool		isnull;
+		int32_t		id = col_int(i, 1, 0);
+		int			ni;
+
+		if (id != last)
+		{
+			GsBooking  *k;
+
+			if (st->nbookings == GS_MAX_BOOKINGS)
+				break;
+			b = st->nbookings++;
+			k = &st->bookings[b];
+			k->id = id;
+			k->maintenance = col_null(i, 2);
+			k->tix = k->maintenance ? -1 : id_lookup(teams, col_int(i, 2, 0));
+			k->starts = DatumGetTimestampTz(col(i, 3, &isnull));
+			k->ends = DatumGetTimestampTz(col(i, 4, &isnull));
+			k->name = col_text(i, 5);
+			k->team = k->maintenance ? NULL : col_text(i, 6);
+			last = id;
+		}
+		ni = id_lookup(nodes, col_int(i, 7, -1));
+		if (ni >= 0)
+		{
+			c->nodes[ni].bookings |= UINT64_C(1) << b;
+			st->bookings[b].nnodes++;
+		}
+	}
+}
+
 GsState *
 gs_load_state(void)
 {
@@ -958,10 +1013,14 @@ gs_load_state_ex(bool queue)
 	load_jobs(st, c, &teams);
 	load_datasets(c, &nodes);
 	load_reclaims(st, &teams);
+	/* one statement: whether limits are held, and whether any booking is not over */
 	run("SELECT EXISTS (SELECT FROM gangsched.gangs g"
 		"                WHERE g.state OPERATOR(pg_catalog.=) ANY ('{placed,running}'::pg_catalog.text[])"
-		"                  AND g.time_limit IS NOT NULL)", SPI_OK_SELECT);
+		"                  AND g.time_limit IS NOT NULL),"
+		"       EXISTS (SELECT FROM gangsched.bookings b WHERE NOT b.ended)", SPI_OK_SELECT);
 	st->limits_held = col_bool(0, 1);
+	if (col_bool(0, 2))
+		load_bookings(st, c, &nodes, &teams);
 	return st;
 }
 

@@ -502,6 +502,74 @@ fair_level(GsState *st, double **levels)
 	return level;
 }
 
+/*
+ * May job j use booking b's nodes while it is active: b is a reservation
+ * and j is of its team (or a team below it) or names it.
+ */
+bool
+gs_booking_permits(const GsState *st, const GsJob *j, int b)
+{
+	const GsBooking *k = &st->bookings[b];
+
+	if (k->maintenance)
+		return false;
+	if (j->reservation_id == k->id)
+		return true;
+	return j->tix >= 0 && k->tix >= 0 && gs_team_within(st->cluster, j->tix, k->tix);
+}
+
+/*
+ * Advance reservations and maintenance windows (docs/time.md), per job:
+ * an active booking keeps every job it does not permit off its nodes; a
+ * future one keeps off those whose time limit (with its grace) runs past
+ * its start, and jobs without a limit (a maintenance window: only within
+ * maintenance_guard_s of its start). A job naming a reservation is
+ * confined to its nodes, and placed nowhere before it starts. Without
+ * bookings every mask stays 0 and placement is as without this feature.
+ */
+void
+gs_booking_masks(GsState *st, int64_t now, int maintenance_guard_s)
+{
+	int			i,
+				b;
+
+	for (i = 0; i < st->njobs; i++)
+	{
+		GsJob	   *j = &st->jobs[i];
+
+		j->res_block = 0;
+		j->res_only = 0;
+		for (b = 0; b < st->nbookings; b++)
+		{
+			const GsBooking *k = &st->bookings[b];
+			uint64_t	bit = UINT64_C(1) << b;
+			bool		ok = gs_booking_permits(st, j, b);
+
+			if (k->ends <= now)
+				continue;
+			if (j->reservation_id == k->id)
+			{
+				j->res_only |= bit;
+				if (k->starts > now)
+					j->res_block |= bit;
+				continue;
+			}
+			if (ok)
+				continue;
+			if (k->starts <= now)
+				j->res_block |= bit;
+			else if (j->hold_s < 0)
+			{
+				if (!k->maintenance ||
+					now >= k->starts - (int64_t) maintenance_guard_s * 1000000)
+					j->res_block |= bit;
+			}
+			else if (now + (int64_t) (j->hold_s * 1000000.0) > k->starts)
+				j->res_block |= bit;
+		}
+	}
+}
+
 void
 gs_decide(GsState *st, GsScheduleSettings set, GsDecision *out)
 {
@@ -514,6 +582,8 @@ gs_decide(GsState *st, GsScheduleSettings set, GsDecision *out)
 	rd.st = st;
 	rd.out = out;
 	rd.set = set;
+	if (st->nbookings > 0)
+		gs_booking_masks(st, st->now, set.maintenance_guard_s);
 	out->placer = gs_placer_create(st->cluster);
 	out->order = gs_order_begin(st, &set.order);
 	out->why = palloc0(sizeof(GsWhy) * Max(st->njobs, 1));

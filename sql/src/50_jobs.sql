@@ -42,7 +42,8 @@ CREATE FUNCTION gangsched.submit(team text, workers int, gpus numeric, cpus nume
                                  checkpoint_interval interval DEFAULT NULL, grace interval DEFAULT NULL,
                                  queue_timeout interval DEFAULT NULL, command text DEFAULT NULL,
                                  time_limit interval DEFAULT NULL,
-                                 after bigint[] DEFAULT NULL, after_mode text DEFAULT 'ok')
+                                 after bigint[] DEFAULT NULL, after_mode text DEFAULT 'ok',
+                                 reservation text DEFAULT NULL)
 RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
     j gangsched.gangs;
@@ -91,6 +92,10 @@ BEGIN
     PERFORM gangsched._check_team_limits(j.team_id, workers);
     -- its own limit, else the team's or the global default; never above the maximum
     j.time_limit := gangsched._resolve_time_limit(j.team_id, time_limit);
+    -- a reservation to run in (73_reservations.sql): a portal names only its teams'
+    IF reservation IS NOT NULL THEN
+        j.reservation_id := gangsched._submit_reservation(reservation);
+    END IF;
     IF pool IS NOT NULL THEN
         j.pool_id := gangsched._pool_id(pool);
         IF NOT preemptible AND (SELECT kind FROM gangsched.pools WHERE id = j.pool_id) = 'opportunistic' THEN
@@ -132,13 +137,15 @@ BEGIN
     INSERT INTO gangsched.gangs (team_id, name, workers, gpus, cpus, mem_gb, net_gbps, gpu_model, gpu_mem_gb,
                                 priority, preemptible, pool_id, group_size, group_span, stages, stage_span, span,
                                 dataset, locality, checkpoint_interval, grace, queue_timeout, command,
-                                queue_pos, submitted_at, queued_at, time_limit, after_jobs, after_mode, waiting_for, reason)
+                                queue_pos, submitted_at, queued_at, time_limit, after_jobs, after_mode, waiting_for, reason,
+                                reservation_id)
     VALUES (j.team_id, name, workers, gpus, cpus, mem_gb, net_gbps, j.gpu_model, j.gpu_mem_gb,
             priority, preemptible, j.pool_id, group_size, j.group_span, stages, j.stage_span, j.span,
             dataset, locality, checkpoint_interval, grace, queue_timeout, command,
             nextval('gangsched.queue_position_seq'), gangsched.now(), gangsched.now(), j.time_limit,
             j.after_jobs, j.after_mode, j.waiting_for,
-            CASE WHEN j.waiting_for IS NOT NULL THEN gangsched._waiting_reason(j.waiting_for, j.after_mode) END)
+            CASE WHEN j.waiting_for IS NOT NULL THEN gangsched._waiting_reason(j.waiting_for, j.after_mode) END,
+            j.reservation_id)
     RETURNING id INTO j.id;
     -- the event, and its count for gangsched.metrics in the same statement
     -- (the events trigger leaves 'submitted' to this: sql/src/75_metrics.sql)

@@ -263,4 +263,28 @@ SELECT 9, NULL, NULL, format('the teams below %s hold %s GPUs of nominal quota i
   JOIN gangsched.teams pt ON pt.id = k.parent
   JOIN gangsched.pools pl ON pl.id = k.pool_id
  WHERE k.below > pq.gpus
+UNION ALL
+-- 10. reservations and maintenance windows (docs/time.md): no allocation
+--     begins on a booked node inside the window for a job the booking does
+--     not permit (a maintenance window permits none; a reservation its
+--     team's subtree and the jobs that name it), and no node is in two
+--     bookings at overlapping times
+SELECT 10, a.job, n.name,
+       format('allocation begun at %s lies inside %s %s (%s to %s)', lower(a.during),
+              CASE WHEN b.team_id IS NULL THEN 'maintenance window' ELSE 'reservation' END, b.name, b.starts, b.ends)
+  FROM gangsched.bookings b
+  JOIN gangsched.allocations a ON a.node_id = ANY (b.node_ids) AND lower(a.during) >= b.starts AND lower(a.during) < b.ends
+  JOIN gangsched.gangs g ON g.id = a.job
+  JOIN gangsched.nodes n ON n.id = a.node_id
+ WHERE b.team_id IS NULL
+    OR NOT (g.reservation_id IS NOT DISTINCT FROM b.id
+            OR g.team_id IN (WITH RECURSIVE s(id) AS (SELECT b.team_id
+                                                      UNION
+                                                      SELECT t.id FROM s JOIN gangsched.teams t ON t.parent_id = s.id)
+                             SELECT s.id FROM s))
+UNION ALL
+SELECT 10, NULL, n.name, format('the node is in %s and %s at overlapping times', b1.name, b2.name)
+  FROM gangsched.bookings b1
+  JOIN gangsched.bookings b2 ON b1.id < b2.id AND b1.node_ids && b2.node_ids AND b1.starts < b2.ends AND b2.starts < b1.ends
+  JOIN gangsched.nodes n ON n.id = ANY (b1.node_ids) AND n.id = ANY (b2.node_ids)
 $$;
