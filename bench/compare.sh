@@ -218,14 +218,17 @@ done | jq -sc --argjson reps "$REPS" '
                      else (.[length / 2 - 1] + .[length / 2]) / 2 end;
   def r3: if . == null then null else (. * 1000 | round) / 1000 end;
   def key: [.bench, .shape, .protocol, .caller] | map(select(. != null)) | join("/");
-  def metrics: {cold: ["round_ms", "round_ms_min", "fn_ms", "cpu_ms", "cpu_ms_min"], copy_floor: ["copy_ms", "copy_ms_min", "ratio"],
+  def metrics: ({cold: ["round_ms", "round_ms_min", "fn_ms", "cpu_ms", "cpu_ms_min"], copy_floor: ["copy_ms", "copy_ms_min", "ratio"],
                 steady: ["round_ms", "round_ms_min", "round_ms_p90", "fn_ms", "cpu_ms", "cpu_ms_min"],
                 submit_set: ["submit_rows_s", "insert_rows_s", "ratio"],
                 submit_stmt: ["submit_rows_s", "insert_rows_s", "ratio"],
                 metrics_read: ["view_ms", "view_ms_min", "view_unfolded_ms", "plan_ms", "pool_ms", "nodes_ms",
                                "jobs_live_ms", "team_ms", "queue_wait_ms", "worker_ms",
                                "view_cpu_ms", "view_unfolded_cpu_ms", "plan_cpu_ms", "pool_cpu_ms", "nodes_cpu_ms",
-                               "jobs_live_cpu_ms", "team_cpu_ms", "queue_wait_cpu_ms", "worker_cpu_ms"]}[.bench] // [];
+                               "jobs_live_cpu_ms", "team_cpu_ms", "queue_wait_cpu_ms", "worker_cpu_ms"]}[.bench] // [])
+               # the exporter queries (x_*) and the read right after a round, as run.sh names them
+               + (if .bench == "metrics_read" then [keys[] | select(test("^(x_|after_round_)") and test("_ms(_min)?$"))]
+                  else [] end);
   [ .[] | select(.skipped == null) | . as $l
     | ((metrics[] | {key: ($l | key), metric: ., side: $l._side, rep: $l._rep, v: $l[.]}),
        (if $l.bench == "copy_floor" then empty else ($l.phase_ms // {} | to_entries[]) end | {key: ($l | key), metric: ("phase_" + .key + "_ms"), side: $l._side, rep: $l._rep, v: .value}))

@@ -21,11 +21,14 @@
 #                 gs_bench_portal or $BENCH_PORTAL_ROLE, is created when
 #                 missing and then dropped at exit)
 #   metrics   (f) reading gangsched.metrics on the main case's state after
-#                 one round (the placed jobs started): the whole view, its
-#                 planning alone (EXPLAIN), the families the exporter reads
-#                 (contrib/prometheus/queries.yaml), with the counters'
-#                 deltas as the round left them and after the fold the
-#                 worker runs after each round; not in the default cases
+#                 one round (the placed jobs started) and a VACUUM: the
+#                 whole view, its planning alone (EXPLAIN), the families
+#                 through the view, with the counters' deltas as the round
+#                 left them and after the fold the worker runs after each
+#                 round; each query of contrib/prometheus/queries.yaml as
+#                 the exporter sends it (x_*); the whole view right after
+#                 a round, before a VACUUM (after_round_view); not in the
+#                 default cases
 #
 # Usage: bash bench/run.sh [--quick] [options]; --help lists them.
 set -euo pipefail
@@ -41,7 +44,7 @@ SERIES_PENDING="2500 5000 10000 20000 40000 80000"
 SERIES_AT_PENDING=20000 SERIES_AT_NODES=2048
 SUBMIT_N=10000 SUBMIT_REPS=3 PGBENCH_T=2000 METRICS_REPS=15
 CASES="cold,steady,scale,submit"
-KEEP=0 SETUP="" TIME_LIMITS=0 ELASTIC=0
+KEEP=0 SETUP="" TIME_LIMITS=0 RESERVATIONS=0 ELASTIC=0
 PORTAL_ROLE=${BENCH_PORTAL_ROLE:-gs_bench_portal} PORTAL_CREATED=0
 MAINT_DB=${BENCH_MAINTENANCE_DB:-postgres}
 
@@ -76,6 +79,9 @@ usage: bash bench/run.sh [options]
   --elastic F          fraction F of the queued jobs of 2 or more replicas become
                        elastic gangs with a minimum of half their replicas (by job
                        id; docs/elastic.md), where the build has min_replicas
+  --reservations N     N advance reservations of 16 nodes each, starting a day
+                       ahead (bench/reservations.sql; docs/time.md), where the
+                       build has add_reservation [$RESERVATIONS]
   --keep               keep the databases (names on stderr)
 USAGE
 }
@@ -105,6 +111,7 @@ while [ $# -gt 0 ]; do
     --keep) KEEP=1 ;;
     --time-limits) TIME_LIMITS=1 ;;
     --elastic) ELASTIC=$2; shift ;;
+    --reservations) RESERVATIONS=$2; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "bench/run.sh: unknown option $1" >&2; usage; exit 2 ;;
   esac
@@ -212,6 +219,9 @@ template() {
           -f "$HERE/cluster.sql" >/dev/null
     if [ "$TREE" -gt 0 ]; then
       psql_ -d "$db" -v teams="$TEAMS" -v fanout="$TREE" -f "$HERE/tree.sql" >/dev/null
+    fi
+    if [ "$RESERVATIONS" -gt 0 ]; then
+      psql_ -d "$db" -v teams="$TEAMS" -v reservations="$RESERVATIONS" -f "$HERE/reservations.sql" >/dev/null
     fi
     # add_node's per-class and per-domain counters leave thousands of dead
     # row versions that submit()'s admission checks would scan until
@@ -699,6 +709,28 @@ if has_case submit; then
   submit_bench "$MAIN_TPL"
 fi
 # --- (f) reading the metrics view ---------------------------------------------
+# On the main case's state after a round and its jobs' start, VACUUMed: the
+# whole view (unfolded: the submits' deltas not folded yet), the families
+# through the view, and each query of the exporter (x_*); then on a copy
+# right after a round (after_round_view).
+# metrics_measure DB KEY FILE: FILE's statement read METRICS_REPS times in one
+# session; adds "KEY_ms" (wall-clock median, \timing), "KEY_ms_min" and
+# "KEY_cpu_ms" (the backend's CPU time per read, /proc/self/schedstat) to json
+metrics_measure() {
+  local db=$1 key=$2 f=$3 s="$TMP/metrics.sql" stmt med mn i
+  stmt=$(cat "$f")
+  { echo '\o /dev/null'; echo "$stmt;"
+    echo "SELECT pg_catalog.split_part(pg_catalog.pg_read_file('/proc/self/schedstat'), ' ', 1)::bigint AS cpu0 \\gset"
+    echo '\timing on'
+    for ((i = 0; i < METRICS_REPS; i++)); do echo "$stmt;"; done
+    echo '\timing off'
+    echo "SELECT round((pg_catalog.split_part(pg_catalog.pg_read_file('/proc/self/schedstat'), ' ', 1)::bigint - :cpu0) / 1e6 / $METRICS_REPS, 3) AS cpu \\gset"
+    echo '\o'; echo '\echo KV cpu :cpu'; } > "$s"
+  run_script "$db" "$s"
+  read -r med mn _ _ <<<"$(stats $(times_of "$s"))"
+  json+=",\"${key}_ms\":$med,\"${key}_ms_min\":$mn,\"${key}_cpu_ms\":$(kv "$s" cpu)"
+}
+
 metrics_read() {
   local tpl=$1 db="${PFX}_metrics" s="$TMP/metrics.sql" i e
   if [ "$(sql1 "$tpl" "SELECT to_regclass('gangsched.metrics') IS NOT NULL")" != t ]; then
@@ -721,7 +753,7 @@ queue_wait|SELECT * FROM gangsched.metrics WHERE name LIKE 'gangsched\_queue\_wa
 worker|SELECT * FROM gangsched.metrics WHERE name LIKE 'gangsched\_round\_%' OR name LIKE 'gangsched\_worker\_%'
 SQL
 )
-  local deltas0 deltas1 fold json="" key stmt med mn
+  local deltas0 deltas1 fold json="" key stmt q
   deltas0=$(sql1 "$db" "SELECT count(*) FROM gangsched.metric_deltas")
   for phase in unfolded folded; do
     if [ $phase = folded ]; then
@@ -731,22 +763,45 @@ SQL
     fi
     while IFS='|' read -r key stmt; do
       if [ $phase = unfolded ] && [ "$key" != view ]; then continue; fi
-      # wall-clock per read (\timing), and the backend's CPU time over all
-      # the reads (/proc/self/schedstat), per read
-      { echo '\o /dev/null'; echo "$stmt;"
-        echo "SELECT pg_catalog.split_part(pg_catalog.pg_read_file('/proc/self/schedstat'), ' ', 1)::bigint AS cpu0 \\gset"
-        echo '\timing on'
-        for ((i = 0; i < METRICS_REPS; i++)); do echo "$stmt;"; done
-        echo '\timing off'
-        echo "SELECT round((pg_catalog.split_part(pg_catalog.pg_read_file('/proc/self/schedstat'), ' ', 1)::bigint - :cpu0) / 1e6 / $METRICS_REPS, 3) AS cpu \\gset"
-        echo '\o'; echo '\echo KV cpu :cpu'; } > "$s"
-      run_script "$db" "$s"
-      read -r med mn _ _ <<<"$(stats $(times_of "$s"))"
       if [ $phase = unfolded ]; then key=view_unfolded; fi
-      json+=",\"${key}_ms\":$med,\"${key}_ms_min\":$mn,\"${key}_cpu_ms\":$(kv "$s" cpu)"
+      printf '%s\n' "$stmt" > "$TMP/metrics_stmt.sql"
+      metrics_measure "$db" "$key" "$TMP/metrics_stmt.sql"
     done <<<"$entries"
   done
+  # the exporter's own queries (contrib/prometheus/queries.yaml, each asking
+  # metric_series() for its families), but the invariants' (cached by the
+  # exporter for 5 minutes: tens of milliseconds, docs/monitoring.md)
+  q="$HERE/../contrib/prometheus/queries.yaml"
+  if [ -f "$q" ]; then
+    rm -f "$TMP"/xq_*.sql
+    awk -v dir="$TMP" '
+      /^[a-z_]+:$/ { key = substr($0, 1, length($0) - 1); inq = 0; next }
+      /^  query: \|$/ { inq = 1; next }
+      inq && /^    / { print substr($0, 5) > (dir "/xq_" key ".sql"); next }
+      inq { inq = 0 }' "$q"
+    rm -f "$TMP/xq_gangsched_invariants.sql"
+    for f in "$TMP"/xq_*.sql; do
+      [ -f "$f" ] || continue
+      key=$(basename "$f" .sql); key=x_${key#xq_}
+      metrics_measure "$db" "$key" "$f"
+    done
+  fi
   deltas1=$(sql1 "$db" "SELECT count(*) FROM gangsched.metric_deltas")
+  # right after a round as the worker leaves it (the round's deltas folded),
+  # before a VACUUM sets the pages it wrote all-visible (autovacuum off on
+  # the copy's two tables): the live jobs and open allocations on those
+  # pages are checked in the heap (docs/monitoring.md#cost)
+  local ar="${PFX}_metrics_ar"
+  psql_ -d "$MAINT_DB" -c "DROP DATABASE IF EXISTS \"$ar\" WITH (FORCE)" -c "CREATE DATABASE \"$ar\" TEMPLATE \"$tpl\""
+  psql_ -d "$ar" -c "ALTER TABLE gangsched.gangs SET (autovacuum_enabled = off)" \
+        -c "ALTER TABLE gangsched.allocations SET (autovacuum_enabled = off)"
+  sql1 "$ar" "SELECT placed FROM gangsched.run_round()" >/dev/null
+  sql1 "$ar" "SELECT count(gangsched.job_started(job, node)) FROM (SELECT DISTINCT job, node FROM gangsched.placements) s" >/dev/null
+  fold=$(sql1 "$ar" "SELECT to_regprocedure('gangsched._metrics_fold()') IS NOT NULL")
+  if [ "$fold" = t ]; then sql1 "$ar" "SELECT gangsched._metrics_fold()" >/dev/null; fi
+  printf '%s\n' "SELECT * FROM gangsched.metrics" > "$TMP/metrics_stmt.sql"
+  metrics_measure "$ar" after_round_view "$TMP/metrics_stmt.sql"
+  psql_ -d "$MAINT_DB" -c "DROP DATABASE IF EXISTS \"$ar\" WITH (FORCE)"
   # how the live jobs were read: the SQL view's plan shows a scan of gangs;
   # the C pass (gangsched.metric_series, src/metrics.c) reads gangs itself
   local live_scan

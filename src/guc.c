@@ -43,6 +43,7 @@ int			gs_max_pending_per_team = 10000;
 int			gs_max_workers_per_gang = 4096;
 int			gs_default_time_limit_s = 0;
 int			gs_max_time_limit_s = 0;
+int			gs_maintenance_guard_s = 3600;
 int			gs_round_lock_timeout_ms = 10000;
 int			gs_team_order = GS_TEAM_FIFO;
 char	   *gs_las_thresholds = NULL;
@@ -79,6 +80,7 @@ gs_schedule_settings(void)
 	s.order.las_preemption = gs_las_preemption;
 	s.preemption = gs_preemption;
 	s.backfill = gs_backfill;
+	s.maintenance_guard_s = gs_maintenance_guard_s;
 	s.preempt.restart_cost_s = gs_restart_cost_s;
 	s.preempt.min_runtime_s = gs_min_runtime_s;
 	s.preempt.rule = (GsFairRule) gs_fair_preemption;
@@ -338,6 +340,12 @@ gs_guc_init(void)
 							"submit() refuses a time limit longer than this (53S09).",
 							"0 means no maximum. A team's own maximum (gangsched.set_team_time_limits) takes precedence.",
 							&gs_max_time_limit_s, 0, 0, INT_MAX, PGC_SUSET,
+							GUC_UNIT_S, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("gangsched.maintenance_guard",
+							"How long before a maintenance window jobs without a time limit are no longer placed on its nodes.",
+							"Jobs with a limit are kept off them when their limit runs past the window's start (docs/time.md).",
+							&gs_maintenance_guard_s, 3600, 0, INT_MAX, PGC_SUSET,
 							GUC_UNIT_S, NULL, NULL, NULL);
 
 	DefineCustomIntVariable("gangsched.round_lock_timeout",

@@ -24,6 +24,7 @@ extern int	gs_fair_preemption;	/* GsFairRule (preempt.h) */
 extern bool gs_backfill;
 extern int	gs_max_pending_per_team;	/* read by submit() in SQL */
 extern int	gs_max_workers_per_gang;	/* read by submit() in SQL */
+extern int	gs_maintenance_guard_s;	/* docs/time.md: maintenance windows */
 extern int	gs_default_time_limit_s;	/* read by submit() in SQL */
 extern int	gs_max_time_limit_s;	/* read by submit() in SQL */
 extern char *gs_database;

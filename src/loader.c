@@ -334,13 +334,14 @@ job_receive(TupleTableSlot *slot, DestReceiver *self)
 	j->max_workers = j->workers;
 	j->min_workers = nl[26] ? j->workers : Max(1, Min(j->workers, DatumGetInt32(v[26])));
 	j->quota_workers = gs_job_elastic(j) ? j->min_workers : 0;
-	j->attained = (st->las_teams && !nl[27]) ? DatumGetFloat8(v[27]) : 0;
+	j->reservation_id = nl[27] ? 0 : DatumGetInt32(v[27]);
+	j->attained = (st->las_teams && !nl[28]) ? DatumGetFloat8(v[28]) : 0;
 	if (r->grow)
 	{
 		/* what it may grow to, the pool it runs in, its flag */
-		j->max_workers = DatumGetInt32(v[27]);
-		j->pool = nl[28] ? -2 : pool_index(c, DatumGetInt32(v[28]), -2);
-		j->borrowed = DatumGetBool(v[29]);
+		j->max_workers = DatumGetInt32(v[28]);
+		j->pool = nl[29] ? -2 : pool_index(c, DatumGetInt32(v[29]), -2);
+		j->borrowed = DatumGetBool(v[30]);
 	}
 	j->las_queue = -1;			/* set by the order step, which knows the clock */
 	/* clamp depths the model cannot have */
@@ -824,7 +825,8 @@ load_jobs(GsState *st, GsCluster *c, const IdIndex *teams)
 		"       pg_catalog.strpos(g.reason, 'preemption refused: ') OPERATOR(pg_catalog.>) 0,"
 		"       pg_catalog.date_part('epoch', g.time_limit),"
 		"       CASE WHEN g.time_limit IS NOT NULL THEN pg_catalog.date_part('epoch', g.grace) END,"
-		"       g.min_replicas OPERATOR(pg_catalog.*) g.group_size OPERATOR(pg_catalog.*) g.stages");
+		"       g.min_replicas OPERATOR(pg_catalog.*) g.group_size OPERATOR(pg_catalog.*) g.stages,"
+		"       g.reservation_id");
 	/*
 	 * The attained service of las teams' jobs that have held capacity
 	 * before (requeued: only they have allocations), in the same query:
@@ -888,7 +890,7 @@ load_growable(GsState *st, GsCluster *c, const IdIndex *teams, int *dcap)
 		"       NULL::pg_catalog.int4, g.queued_at, NULL::pg_catalog.float8, false,"
 		"       NULL::pg_catalog.float8, NULL::pg_catalog.float8,"
 		"       g.min_replicas OPERATOR(pg_catalog.*) g.group_size OPERATOR(pg_catalog.*) g.stages,"
-		"       g.max_workers,"
+		"       g.reservation_id, g.max_workers,"
 		"       (SELECT n.pool_id FROM gangsched.allocations a JOIN gangsched.nodes n"
 		"            ON n.id OPERATOR(pg_catalog.=) a.node_id"
 		"         WHERE a.job OPERATOR(pg_catalog.=) g.id AND pg_catalog.upper_inf(a.during) LIMIT 1),"
@@ -988,6 +990,59 @@ load_reclaims(GsState *st, const IdIndex *teams)
 	}
 }
 
+/*
+ * Reservations and maintenance windows that have not ended (docs/time.md),
+ * at most GS_MAX_BOOKINGS, earliest first; their nodes get their bits. Run
+ * only when some booking is not over (the round's probe).
+ */
+static void
+load_bookings(GsState *st, GsCluster *c, const IdIndex *nodes, const IdIndex *teams)
+{
+	int			i,
+				b = -1;
+	int32_t		last = -1;
+
+	run("SELECT b.id, b.team_id, b.starts, b.ends, b.name, t.name, x.node_id"
+		"  FROM (SELECT * FROM gangsched.bookings y"
+		"         WHERE NOT y.ended AND y.ends OPERATOR(pg_catalog.>) gangsched.now()"
+		"         ORDER BY y.starts, y.id LIMIT " CppAsString2(GS_MAX_BOOKINGS) ") b"
+		"  LEFT JOIN gangsched.teams t ON t.id OPERATOR(pg_catalog.=) b.team_id"
+		" CROSS JOIN LATERAL pg_catalog.unnest(b.node_ids) x(node_id)"
+		" ORDER BY b.starts, b.id", SPI_OK_SELECT);
+	st->bookings = palloc0(sizeof(GsBooking) * GS_MAX_BOOKINGS);
+	st->nbookings = 0;
+	for (i = 0; i < (int) SPI_processed; i++)
+	{
+		bool		isnull;
+		int32_t		id = col_int(i, 1, 0);
+		int			ni;
+
+		if (id != last)
+		{
+			GsBooking  *k;
+
+			if (st->nbookings == GS_MAX_BOOKINGS)
+				break;
+			b = st->nbookings++;
+			k = &st->bookings[b];
+			k->id = id;
+			k->maintenance = col_null(i, 2);
+			k->tix = k->maintenance ? -1 : id_lookup(teams, col_int(i, 2, 0));
+			k->starts = DatumGetTimestampTz(col(i, 3, &isnull));
+			k->ends = DatumGetTimestampTz(col(i, 4, &isnull));
+			k->name = col_text(i, 5);
+			k->team = k->maintenance ? NULL : col_text(i, 6);
+			last = id;
+		}
+		ni = id_lookup(nodes, col_int(i, 7, -1));
+		if (ni >= 0)
+		{
+			c->nodes[ni].bookings |= UINT64_C(1) << b;
+			st->bookings[b].nnodes++;
+		}
+	}
+}
+
 GsState *
 gs_load_state(void)
 {
@@ -1027,10 +1082,14 @@ gs_load_state_ex(bool queue)
 	load_jobs(st, c, &teams);
 	load_datasets(c, &nodes);
 	load_reclaims(st, &teams);
+	/* one statement: whether limits are held, and whether any booking is not over */
 	run("SELECT EXISTS (SELECT FROM gangsched.gangs g"
 		"                WHERE g.state OPERATOR(pg_catalog.=) ANY ('{placed,running}'::pg_catalog.text[])"
-		"                  AND g.time_limit IS NOT NULL)", SPI_OK_SELECT);
+		"                  AND g.time_limit IS NOT NULL),"
+		"       EXISTS (SELECT FROM gangsched.bookings b WHERE NOT b.ended)", SPI_OK_SELECT);
 	st->limits_held = col_bool(0, 1);
+	if (col_bool(0, 2))
+		load_bookings(st, c, &nodes, &teams);
 	return st;
 }
 

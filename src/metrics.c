@@ -16,6 +16,8 @@
 #include "access/amapi.h"
 #include "access/genam.h"
 #include "access/heapam.h"
+#include "access/nbtree.h"
+#include "access/transam.h"
 #include "access/relscan.h"
 #include "access/htup_details.h"
 #include "access/table.h"
@@ -175,8 +177,8 @@ gs_round_stats_sql(PG_FUNCTION_ARGS)
  * (kept in 128-bit fixed point with 18 decimals, numeric beyond) and
  * converted to float8 once, as sum(numeric)::float8 does. The counters are
  * float8 sums in the tables' order, as sum(float8) over their UNION ALL.
- * The live jobs and open allocations are read through their partial
- * indexes when history dominates the table, sequentially otherwise.
+ * The live jobs and open allocations are read from their partial indexes'
+ * entries, leaf page by leaf page (GsLeafRead).
  */
 
 #ifndef HAVE_INT128
@@ -200,6 +202,7 @@ typedef struct GsExact
 /* one distinct numeric value seen in a pass */
 typedef struct GsNum
 {
+	uint64		key;			/* the bytes and their length, when at most 7 (else 0) */
 	int			len;
 	const char *bytes;			/* the datum's data bytes (no header) */
 	Numeric		num;
@@ -210,10 +213,13 @@ typedef struct GsNum
 
 #define GS_NUM_CACHE 64
 
+#define GS_NUM_SLOTS 256			/* a power of two, over 2 * GS_NUM_CACHE */
+
 typedef struct GsNumCache
 {
 	int			n;
 	int			last;			/* the last hit */
+	int16		slot[GS_NUM_SLOTS];	/* keyed entries by their key's hash: 1 + index, 0 empty */
 	GsNum		e[GS_NUM_CACHE];
 	GsNum		scratch;		/* a value past the cache's capacity */
 } GsNumCache;
@@ -293,6 +299,20 @@ gs_bytes_eq(const GsNum *e, const char *p, int len)
 	return true;
 }
 
+/* a numeric's data bytes as a key: 0 when longer than 7 */
+static inline uint64
+gs_num_key(const char *p, int len)
+{
+	uint64		k = 0;
+	int			i;
+
+	if (len > 7)
+		return 0;
+	for (i = 0; i < len; i++)
+		k = (k << 8) | (uint8) p[i];
+	return k | (uint64) (len + 1) << 56;
+}
+
 static GsNum *
 gs_num(GsNumCache *c, Datum d)
 {
@@ -300,23 +320,50 @@ gs_num(GsNumCache *c, Datum d)
 	const char *p;
 	int			len,
 				i;
+	uint64		key;
 	GsNum	   *e;
 
 	if (VARATT_IS_EXTENDED(v) && !VARATT_IS_SHORT(v))
 		v = pg_detoast_datum_packed(v);
 	p = VARDATA_ANY(v);
 	len = VARSIZE_ANY_EXHDR(v);
-	/* (a numeric's few bytes compared inline: this runs for every row) */
+	/* (a numeric's few bytes compared as one word: this runs for every row) */
+	key = gs_num_key(p, len);
 	e = &c->e[c->last];
-	if (c->n > 0 && gs_bytes_eq(e, p, len))
-		return e;
-	for (i = 0; i < c->n; i++)
-		if (gs_bytes_eq(&c->e[i], p, len))
+	if (key != 0)
+	{
+		uint32		h;
+
+		if (c->n > 0 && e->key == key)
+			return e;
+		for (h = (uint32) ((key * UINT64CONST(0x9E3779B97F4A7C15)) >> 56);; h = (h + 1) & (GS_NUM_SLOTS - 1))
 		{
-			c->last = i;
-			return &c->e[i];
+			if (c->slot[h] == 0)
+			{
+				if (c->n < GS_NUM_CACHE)
+					c->slot[h] = (int16) (c->n + 1);
+				break;
+			}
+			if (c->e[c->slot[h] - 1].key == key)
+			{
+				c->last = c->slot[h] - 1;
+				return &c->e[c->last];
+			}
 		}
+	}
+	else
+	{
+		if (c->n > 0 && gs_bytes_eq(e, p, len))
+			return e;
+		for (i = 0; i < c->n; i++)
+			if (gs_bytes_eq(&c->e[i], p, len))
+			{
+				c->last = i;
+				return &c->e[i];
+			}
+	}
 	e = c->n < GS_NUM_CACHE ? &c->e[c->n++] : &c->scratch;
+	e->key = key;
 	e->len = len;
 	e->bytes = memcpy(palloc(Max(len, 1)), p, len);
 	e->num = DatumGetNumericCopy(PointerGetDatum(v));
@@ -927,9 +974,9 @@ typedef struct GsOut
 	Datum		no_labels;		/* {} */
 } GsOut;
 
-/* a labels object: key, value pairs (a NULL key ends them) */
+/* a labels object: key, value pairs (a NULL key ends them), through the jsonb builder */
 static Datum
-gs_labels(const char *k1, const char *v1, const char *k2, const char *v2)
+gs_labels_built(const char *k1, const char *v1, const char *k2, const char *v2)
 {
 	JsonbParseState *st = NULL;
 	JsonbValue	k,
@@ -953,6 +1000,83 @@ gs_labels(const char *k1, const char *v1, const char *k2, const char *v2)
 	}
 	res = pushJsonbValue(&st, WJB_END_OBJECT, NULL);
 	return JsonbPGetDatum(JsonbValueToJsonb(res));
+}
+
+/*
+ * The same object written as jsonb's binary form directly (a few hundred
+ * series per read: the builder's parse state and copies cost about a
+ * microsecond a series). An object of string values: its header, one
+ * JEntry per key then per value (the first key's holds its end offset,
+ * the others their lengths, JB_OFFSET_STRIDE being above four), then the
+ * keys' bytes and the values' bytes; keys in jsonb's order (shorter first,
+ * then bytewise). Assert-enabled builds check it against the builder.
+ */
+static Datum
+gs_labels(const char *k1, const char *v1, const char *k2, const char *v2)
+{
+	const char *k[2],
+			   *v[2];
+	Size		kl[2],
+				vl[2],
+				total = 0,
+				size;
+	int			n = 0,
+				i;
+	Jsonb	   *jb;
+	char	   *data;
+
+	if (k1 != NULL)
+	{
+		k[n] = k1, v[n] = v1, n++;
+		if (k2 != NULL)
+			k[n] = k2, v[n] = v2, n++;
+	}
+	for (i = 0; i < n; i++)
+	{
+		kl[i] = strlen(k[i]);
+		vl[i] = strlen(v[i]);
+		total += kl[i] + vl[i];
+	}
+	if (total >= JENTRY_OFFLENMASK || (n == 2 && kl[0] == kl[1] && memcmp(k[0], k[1], kl[0]) == 0))
+		return gs_labels_built(k1, v1, k2, v2);
+	if (n == 2 && (kl[1] < kl[0] || (kl[1] == kl[0] && memcmp(k[1], k[0], kl[0]) < 0)))
+	{
+		const char *t;
+		Size		l;
+
+		t = k[0], k[0] = k[1], k[1] = t;
+		t = v[0], v[0] = v[1], v[1] = t;
+		l = kl[0], kl[0] = kl[1], kl[1] = l;
+		l = vl[0], vl[0] = vl[1], vl[1] = l;
+	}
+	size = offsetof(Jsonb, root) + offsetof(JsonbContainer, children) + 2 * n * sizeof(JEntry) + total;
+	jb = palloc(size);
+	SET_VARSIZE(jb, size);
+	jb->root.header = (uint32) n | JB_FOBJECT;
+	for (i = 0; i < n; i++)
+	{
+		jb->root.children[i] = JENTRY_ISSTRING | (i == 0 ? JENTRY_HAS_OFF | (uint32) kl[0] : (uint32) kl[i]);
+		jb->root.children[n + i] = JENTRY_ISSTRING | (uint32) vl[i];
+	}
+	data = (char *) &jb->root.children[2 * n];
+	for (i = 0; i < n; i++)
+	{
+		memcpy(data, k[i], kl[i]);
+		data += kl[i];
+	}
+	for (i = 0; i < n; i++)
+	{
+		memcpy(data, v[i], vl[i]);
+		data += vl[i];
+	}
+#ifdef USE_ASSERT_CHECKING
+	{
+		Jsonb	   *b = DatumGetJsonbP(gs_labels_built(k1, v1, k2, v2));
+
+		Assert(VARSIZE(b) == size && memcmp(b, jb, size) == 0);
+	}
+#endif
+	return JsonbPGetDatum(jb);
 }
 
 /* one series (none when its family was not asked for) */
@@ -1119,39 +1243,65 @@ gs_count_live_job(GsTeam *teams, const GsIdMap *team_ix, GsNumCache *cache, int3
 }
 
 /*
- * A read of a partial index alone (as an index-only scan reads it): when
+ * A read of a partial btree index's entries, leaf page by leaf page (as an
+ * index-only scan reads them, without its per-entry overhead): used when
  * the index holds every column asked for (its INCLUDE columns,
- * sql/src/10_schema.sql) and at least three quarters of the table's pages
- * are all-visible. The index is a fraction of the table, and a row is
- * looked up in the table only when its page is not all-visible, to see
- * whether a version of it is visible to the statement's snapshot; the
- * values are the index tuple's either way. Its entries are those of rows
- * that met the index's condition (a HOT chain shares its indexed columns
- * and those of the condition).
+ * sql/src/10_schema.sql). The values are always the index tuple's: an
+ * entry is that of a row that met the index's condition, and a HOT chain
+ * shares its indexed columns and those of the condition. Whether an
+ * entry's row is visible to the statement's snapshot:
+ *
+ * - its heap page is all-visible (the visibility map, looked up once per
+ *   page: the first entry that points there decides for all of them):
+ *   visible;
+ * - else the heap page is read once, the first time an entry points
+ *   there, and the chains the snapshot sees a version of noted (a bit per
+ *   line pointer, gs_leaf_page_chains): the entries that point there look
+ *   their chain's bit up.
+ *
+ * A page split moves entries to the right of the page being read, so
+ * following the right-links from the leftmost leaf meets each entry once
+ * (a page read whole before it splits keeps the right-link it had). Right
+ * after a round most pages of gangs are not all-visible: their rows'
+ * headers are read in page order, but no row is deformed, and the pages no entry
+ * points to (history) are never read.
  */
-typedef struct GsIndexRead
+typedef void (*GsEntryFn) (void *arg, IndexTuple itup);
+
+typedef struct GsChains
+{
+	uint64		bits[(MaxHeapTuplesPerPage + 63) / 64];
+} GsChains;
+
+typedef struct GsLeafRead
 {
 	Relation	heap;
 	Relation	index;
-	IndexScanDesc scan;
-	TupleTableSlot *slot;
-	Buffer		vmbuf;
-	Snapshot	snap;
+	TupleDesc	itupdesc;
 	GsAtt	   *att;			/* the index's columns */
-} GsIndexRead;
+	Snapshot	snap;
+	BlockNumber nblocks;		/* the heap's, at the start */
+	uint8	   *vis;			/* per heap page: 0 unknown, 1 all-visible, 2 not */
+	Buffer		vmbuf;
+	bool		serializable;	/* (then every chain through heap_hot_search_buffer) */
+	uint32	   *chains_at;		/* per heap page: 1 + its GsChains, 0 none yet */
+	GsChains   *chains;
+	int			nchains,
+				maxchains;
+	int64		entries,		/* (for DEBUG2) */
+				checked;
+} GsLeafRead;
 
 /*
  * Open the read of gangsched.index on gangsched.table for the columns
  * named; cols[i] gets column i's attnum in the index tuple. False, with
- * nothing open, when the index cannot serve.
+ * nothing open, when the index cannot serve (then the rows are read).
  */
 static bool
-gs_index_read_begin(GsIndexRead *x, const char *table, const char *index, const char *const *columns, int n,
-					AttrNumber *cols)
+gs_leaf_read_begin(GsLeafRead *x, const char *table, const char *index, const char *const *columns, int n,
+				   AttrNumber *cols)
 {
 	Oid			ix;
-	BlockNumber pages,
-				visible;
 	int			i,
 				k;
 
@@ -1173,72 +1323,365 @@ gs_index_read_begin(GsIndexRead *x, const char *table, const char *index, const 
 			if (x->index->rd_index->indkey.values[k] == a)
 				cols[i] = k + 1;
 	}
-	pages = RelationGetNumberOfBlocks(x->heap);
-	visibilitymap_count(x->heap, &visible, NULL);
 	for (i = 0; i < n && cols[i] != InvalidAttrNumber; i++)
 		;
-	if (i < n || !x->index->rd_index->indisvalid || x->index->rd_index->indrelid != RelationGetRelid(x->heap) ||
-		x->index->rd_rel->relam != BTREE_AM_OID || x->heap->rd_rel->relam != HEAP_TABLE_AM_OID ||
-		pages == 0 || (double) visible < 0.75 * pages)
+	if (i < n || !x->index->rd_index->indisvalid || !x->index->rd_index->indisready ||
+		x->index->rd_index->indrelid != RelationGetRelid(x->heap) ||
+		x->index->rd_rel->relam != BTREE_AM_OID || x->heap->rd_rel->relam != HEAP_TABLE_AM_OID)
 	{
-		elog(DEBUG2, "gangsched: metrics read gangsched.%s not alone (%u of %u pages of %s all-visible%s)",
-			 index, visible, pages, table, i < n ? ", columns missing" : "");
+		elog(DEBUG2, "gangsched: metrics cannot read gangsched.%s%s", index, i < n ? " (columns missing)" : "");
 		index_close(x->index, AccessShareLock);
 		table_close(x->heap, AccessShareLock);
 		return false;
 	}
-	elog(DEBUG2, "gangsched: metrics read gangsched.%s alone (%u of %u pages of %s all-visible)",
-		 index, visible, pages, table);
 	x->snap = GetActiveSnapshot();
-	x->slot = table_slot_create(x->heap, NULL);
-	x->scan = index_beginscan(x->heap, x->index, x->snap, 0, 0);
-	x->scan->xs_want_itup = true;
-	index_rescan(x->scan, NULL, 0, NULL, 0);
-	x->att = gs_atts(x->scan->xs_itupdesc);
+	x->itupdesc = RelationGetDescr(x->index);
+	x->att = gs_atts(x->itupdesc);
+	/* (a row the snapshot sees was written before it was taken, on a page that existed then) */
+	x->nblocks = RelationGetNumberOfBlocks(x->heap);
+	x->vis = MemoryContextAllocExtended(CurrentMemoryContext, Max(x->nblocks, 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 	x->vmbuf = InvalidBuffer;
+	/* serializable: the read depends on every row of the table (a sequential scan's lock) */
+	x->serializable = IsolationIsSerializable();
+	if (x->serializable)
+		PredicateLockRelation(x->heap, x->snap);
 	return true;
 }
 
-/* the next visible row's index tuple, as a walk over its columns; false at the end */
+/* an entry's heap page all-visible (decided once per page) */
 static inline bool
-gs_index_read_next(GsIndexRead *x, GsWalk *w)
+gs_leaf_visible(GsLeafRead *x, BlockNumber blk)
 {
-	ItemPointer tid;
+	if (blk >= x->nblocks)
+		return false;
+	if (x->vis[blk] == 0)
+		x->vis[blk] = VM_ALL_VISIBLE(x->heap, blk, &x->vmbuf) ? 1 : 2;
+	return x->vis[blk] == 1;
+}
 
-	while ((tid = index_getnext_tid(x->scan, ForwardScanDirection)) != NULL)
+/* whether the snapshot sees a version of the row whose HOT chain starts at tid (its heap page locked) */
+static inline bool
+gs_chain_visible(GsLeafRead *x, Buffer buf, BlockNumber blk, OffsetNumber off)
+{
+	ItemPointerData t;
+	HeapTupleData tuple;
+
+	ItemPointerSet(&t, blk, off);
+	return heap_hot_search_buffer(&t, x->heap, buf, x->snap, &tuple, NULL, true);
+}
+
+/*
+ * The chains of a heap page not all-visible that the snapshot sees a
+ * version of, by their first line pointer (a bit each): the page is locked
+ * once and its rows looked at in their order, as a sequential scan does,
+ * and the entries that point there look their bit up. A row the snapshot
+ * sees stays on its page while it may see it (no pruning removes it), so
+ * the bits hold for the whole read. The index's page stays locked the
+ * while (the index's page first, then the heap's, as a unique index's
+ * insertion checks them).
+ */
+static void
+gs_leaf_page_chains(GsLeafRead *x, BlockNumber blk)
+{
+	Buffer		buf;
+	Page		page;
+	OffsetNumber off,
+				maxoff;
+	GsChains   *c;
+
+	if (x->chains_at == NULL)
+		x->chains_at = MemoryContextAllocExtended(CurrentMemoryContext, (Size) x->nblocks * sizeof(uint32),
+												  MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	if (x->nchains == x->maxchains)
 	{
-		if (!VM_ALL_VISIBLE(x->heap, ItemPointerGetBlockNumber(tid), &x->vmbuf))
-		{
-			if (!index_fetch_heap(x->scan, x->slot))
-				continue;
-		}
-		else
-			PredicateLockPage(x->heap, ItemPointerGetBlockNumber(tid), x->snap);
-		if (x->scan->xs_itup == NULL)
-			elog(ERROR, "gangsched: the index scan returned no index tuple");
-		gs_walk_index_start(w, x->att, x->scan->xs_itupdesc, x->scan->xs_itup);
-		return true;
+		x->maxchains = Max(16, x->maxchains * 2);
+		x->chains = x->chains ? repalloc_huge(x->chains, (Size) x->maxchains * sizeof(GsChains))
+			: palloc_extended(x->maxchains * sizeof(GsChains), MCXT_ALLOC_HUGE);
 	}
-	return false;
+	c = &x->chains[x->nchains];
+	memset(c, 0, sizeof(GsChains));
+	x->chains_at[blk] = ++x->nchains;
+	CHECK_FOR_INTERRUPTS();
+	buf = ReadBuffer(x->heap, blk);
+	LockBuffer(buf, BUFFER_LOCK_SHARE);
+	page = BufferGetPage(buf);
+	maxoff = Min(PageGetMaxOffsetNumber(page), MaxHeapTuplesPerPage);
+	for (off = FirstOffsetNumber; off <= maxoff; off = OffsetNumberNext(off))
+	{
+		ItemId		lp = PageGetItemId(page, off);
+		bool		visible;
+
+		if (off + GS_PREFETCH_AHEAD <= maxoff)
+			__builtin_prefetch(PageGetItem(page, PageGetItemId(page, off + GS_PREFETCH_AHEAD)));
+
+		if (ItemIdIsNormal(lp))
+		{
+			HeapTupleHeader th = (HeapTupleHeader) PageGetItem(page, lp);
+
+			if (HeapTupleHeaderIsHeapOnly(th))
+				continue;		/* (not a chain's first) */
+			if (!x->serializable && !HeapTupleHeaderIsHotUpdated(th))
+			{
+				/* a chain of one row: its visibility, as heap_hot_search_buffer tests it */
+				HeapTupleData tuple;
+
+				tuple.t_data = th;
+				tuple.t_len = ItemIdGetLength(lp);
+				tuple.t_tableOid = RelationGetRelid(x->heap);
+				ItemPointerSet(&tuple.t_self, blk, off);
+				visible = HeapTupleSatisfiesVisibility(&tuple, x->snap, buf);
+			}
+			else
+				visible = gs_chain_visible(x, buf, blk, off);
+		}
+		else if (ItemIdIsRedirected(lp))
+			visible = gs_chain_visible(x, buf, blk, off);
+		else
+			continue;
+		x->checked++;
+		if (visible)
+			c->bits[(off - 1) / 64] |= UINT64CONST(1) << ((off - 1) % 64);
+	}
+	UnlockReleaseBuffer(buf);
+}
+
+/* whether the snapshot sees the row of an entry whose heap page is not all-visible */
+static inline bool
+gs_leaf_check(GsLeafRead *x, ItemPointer tid)
+{
+	BlockNumber blk = ItemPointerGetBlockNumber(tid);
+	OffsetNumber off = ItemPointerGetOffsetNumber(tid);
+	const GsChains *c;
+
+	if (blk >= x->nblocks || off < FirstOffsetNumber || off > MaxHeapTuplesPerPage)
+	{
+		/* (a page past the start's end: no row there is visible, but look) */
+		Buffer		buf = ReadBuffer(x->heap, blk);
+		bool		found;
+
+		LockBuffer(buf, BUFFER_LOCK_SHARE);
+		found = gs_chain_visible(x, buf, blk, off);
+		UnlockReleaseBuffer(buf);
+		return found;
+	}
+	if (x->chains_at == NULL || x->chains_at[blk] == 0)
+		gs_leaf_page_chains(x, blk);
+	c = &x->chains[x->chains_at[blk] - 1];
+	return (c->bits[(off - 1) / 64] >> ((off - 1) % 64)) & 1;
+}
+
+/* every entry whose row the snapshot sees, to fn */
+static void
+gs_leaf_read(GsLeafRead *x, GsEntryFn fn, void *arg)
+{
+	bool		ignore_killed = !TransactionStartedDuringRecovery();
+	Buffer		buf;
+
+	buf = _bt_get_endpoint(x->index, 0, false, x->snap);
+	while (BufferIsValid(buf))
+	{
+		Page		page = BufferGetPage(buf);
+		BTPageOpaque opaque = BTPageGetOpaque(page);
+		BlockNumber next;
+
+		TestForOldSnapshot(x->snap, x->index, page);
+		if (!P_IGNORE(opaque))
+		{
+			OffsetNumber off,
+						maxoff = PageGetMaxOffsetNumber(page);
+
+			for (off = P_FIRSTDATAKEY(opaque); off <= maxoff; off = OffsetNumberNext(off))
+			{
+				ItemId		iid = PageGetItemId(page, off);
+				IndexTuple	itup;
+
+				/*
+				 * (the entries lie anywhere on the page, and their first
+				 * touch misses the CPU's caches: ask for one a few ahead)
+				 */
+				if (off + GS_PREFETCH_AHEAD <= maxoff)
+				{
+					ItemId		ahead = PageGetItemId(page, off + GS_PREFETCH_AHEAD);
+					const char *t = (const char *) PageGetItem(page, ahead);
+
+					/* (its first and last bytes: an entry may straddle two cache lines) */
+					__builtin_prefetch(t);
+					__builtin_prefetch(t + Max(ItemIdGetLength(ahead), 1) - 1);
+				}
+				if (ignore_killed && ItemIdIsDead(iid))
+					continue;
+				itup = (IndexTuple) PageGetItem(page, iid);
+				if (!BTreeTupleIsPosting(itup))
+				{
+					x->entries++;
+					if (gs_leaf_visible(x, ItemPointerGetBlockNumber(&itup->t_tid)) ||
+						gs_leaf_check(x, &itup->t_tid))
+					{
+						fn(arg, itup);
+					}
+				}
+				else
+				{
+					/* (an index with INCLUDE columns is never deduplicated: for completeness) */
+					int			p;
+
+					for (p = 0; p < BTreeTupleGetNPosting(itup); p++)
+					{
+						ItemPointer tid = BTreeTupleGetPostingN(itup, p);
+
+						x->entries++;
+						if (gs_leaf_visible(x, ItemPointerGetBlockNumber(tid)) || gs_leaf_check(x, tid))
+						{
+							fn(arg, itup);
+						}
+					}
+				}
+			}
+		}
+		if (P_RIGHTMOST(opaque))
+		{
+			_bt_relbuf(x->index, buf);
+			break;
+		}
+		next = opaque->btpo_next;
+		buf = _bt_relandgetbuf(x->index, buf, next, BT_READ);
+	}
+}
+
+/*
+ * The entries of gangs_live_idx and allocations_current_idx are decoded
+ * in place when the index's columns are those 10_schema.sql declares, in
+ * that order, and the entry has no nulls (its columns are NOT NULL): the
+ * offsets follow from the two varlenas' lengths. Any other index (an
+ * older or altered schema) is read column by column (GsWalk).
+ */
+static bool
+gs_index_layout_is(TupleDesc desc, const Oid *types, int n)
+{
+	int			i;
+
+	if (desc->natts != n)
+		return false;
+	for (i = 0; i < n; i++)
+		if (TupleDescAttr(desc, i)->atttypid != types[i] || TupleDescAttr(desc, i)->attisdropped)
+			return false;
+	return true;
+}
+
+/*
+ * The varlena at *off of an index tuple's data (a pad byte is 0: then it
+ * starts at the int-aligned offset), *off moved past it; NULL when it is
+ * compressed or external (the caller walks the tuple instead).
+ */
+static inline const char *
+gs_inline_varlena(const char *tp, uint32 *off)
+{
+	uint32		o = *off;
+	const char *p;
+
+	if (tp[o] == 0)
+		o = att_align_nominal(o, TYPALIGN_INT);
+	p = tp + o;
+	if (VARATT_IS_1B(p))
+	{
+		if (VARATT_IS_1B_E(p))
+			return NULL;
+		*off = o + VARSIZE_1B(p);
+	}
+	else
+	{
+		if (!VARATT_IS_4B_U(p))
+			return NULL;
+		*off = o + VARSIZE_4B(p);
+	}
+	return p;
 }
 
 static void
-gs_index_read_end(GsIndexRead *x)
+gs_leaf_read_end(GsLeafRead *x)
 {
+	elog(DEBUG2, "gangsched: metrics read gangsched.%s: %lld entries, %lld chains of %d pages not all-visible checked in the heap (%u pages)",
+		 RelationGetRelationName(x->index), (long long) x->entries, (long long) x->checked, x->nchains, x->nblocks);
 	if (BufferIsValid(x->vmbuf))
 		ReleaseBuffer(x->vmbuf);
-	index_endscan(x->scan);
-	ExecDropSingleTupleTableSlot(x->slot);
 	index_close(x->index, AccessShareLock);
 	table_close(x->heap, AccessShareLock);
+}
+
+/* one live job's index entry (GsLeafRead): columns state, team_id, workers, gpus, queued_at */
+typedef struct GsLiveArg
+{
+	GsTeam	   *teams;
+	const GsIdMap *team_ix;
+	GsNumCache *cache;
+	GsLeafRead *x;
+	bool		inline_layout;	/* gs_live_types, columns 1, 4, 5, 6, 7 */
+	AttrNumber	c[5];
+	bool		want_gpus,
+				want_oldest;
+} GsLiveArg;
+
+static const Oid gs_live_types[] = {TEXTOID, INT4OID, INT8OID, INT4OID, INT4OID, NUMERICOID, TIMESTAMPTZOID};
+
+static void
+gs_live_entry(void *varg, IndexTuple itup)
+{
+	GsLiveArg  *a = (GsLiveArg *) varg;
+	bool		isnull;
+	int			st;
+	int32		team,
+				workers = 0;
+	Datum		gpus = (Datum) 0;
+	TimestampTz queued = 0;
+	GsWalk		w;
+
+	if (a->inline_layout && !IndexTupleHasNulls(itup))
+	{
+		const char *tp = (const char *) itup + IndexInfoFindDataOffset(itup->t_info);
+		uint32		off = 0;
+		const char *state = gs_inline_varlena(tp, &off),
+				   *g;
+
+		if (state == NULL)
+			goto walk;
+		st = gs_live_state(PointerGetDatum(state));
+		off = att_align_nominal(off, TYPALIGN_INT) + sizeof(int32);	/* priority */
+		off = att_align_nominal(off, TYPALIGN_DOUBLE) + sizeof(int64);	/* queue_pos */
+		team = *(const int32 *) (tp + off);
+		if (st == 0 && (a->want_gpus || a->want_oldest))
+		{
+			workers = *(const int32 *) (tp + off + sizeof(int32));
+			off += 2 * sizeof(int32);
+			if ((g = gs_inline_varlena(tp, &off)) == NULL)
+				goto walk;
+			gpus = PointerGetDatum(g);
+			queued = *(const TimestampTz *) (tp + att_align_nominal(off, TYPALIGN_DOUBLE));
+		}
+		gs_count_live_job(a->teams, a->team_ix, a->cache, team, st, workers, gpus, queued, a->want_gpus,
+						  a->want_oldest);
+		return;
+	}
+walk:
+	/* (the columns are read in the index's order: key, then INCLUDE) */
+	gs_walk_index_start(&w, a->x->att, a->x->itupdesc, itup);
+	st = gs_live_state(gs_walk_get(&w, a->c[0], &isnull));
+	team = DatumGetInt32(gs_walk_get(&w, a->c[1], &isnull));
+	if (st == 0 && a->want_gpus)
+	{
+		workers = DatumGetInt32(gs_walk_get(&w, a->c[2], &isnull));
+		gpus = gs_walk_get(&w, a->c[3], &isnull);
+	}
+	if (st == 0 && a->want_oldest)
+		queued = DatumGetTimestampTz(gs_walk_get(&w, a->c[4], &isnull));
+	gs_count_live_job(a->teams, a->team_ix, a->cache, team, st, workers, gpus, queued, a->want_gpus, a->want_oldest);
 }
 
 /*
  * The live jobs: counts by team and state, the pending ones' GPUs and
  * their oldest entry into the queue (each only when asked for). From
- * gangs_live_idx alone when it can serve (GsIndexRead), else from the rows: the
- * counts read the row's 2nd and 4th columns, the GPUs its 5th and 6th,
- * queued_at is its 31st.
+ * gangs_live_idx's entries (GsLeafRead), else, when that index cannot
+ * serve, from the rows: the counts read the row's 2nd and 4th columns, the
+ * GPUs its 5th and 6th, queued_at is its 28th.
  */
 static void
 gs_read_live_jobs(GsTeam *teams, const GsIdMap *team_ix, bool want_gpus, bool want_oldest)
@@ -1255,30 +1698,24 @@ gs_read_live_jobs(GsTeam *teams, const GsIdMap *team_ix, bool want_gpus, bool wa
 
 	static const char *const columns[] = {"state", "team_id", "workers", "gpus", "queued_at"};
 	AttrNumber	c[lengthof(columns)];
-	GsIndexRead x;
+	GsLeafRead	x;
 
 	cache = palloc0(sizeof(GsNumCache));
-	if (gs_index_read_begin(&x, "gangs", "gangs_live_idx", columns, lengthof(columns), c))
+	if (gs_leaf_read_begin(&x, "gangs", "gangs_live_idx", columns, lengthof(columns), c))
 	{
-		/* (the columns are read in the index's order: key, then INCLUDE) */
-		while (gs_index_read_next(&x, &w))
-		{
-			int			st = gs_live_state(gs_walk_get(&w, c[0], &isnull));
-			int32		team = DatumGetInt32(gs_walk_get(&w, c[1], &isnull));
-			int32		workers = 0;
-			Datum		gpus = (Datum) 0;
-			TimestampTz queued = 0;
+		GsLiveArg	arg;
 
-			if (st == 0 && want_gpus)
-			{
-				workers = DatumGetInt32(gs_walk_get(&w, c[2], &isnull));
-				gpus = gs_walk_get(&w, c[3], &isnull);
-			}
-			if (st == 0 && want_oldest)
-				queued = DatumGetTimestampTz(gs_walk_get(&w, c[4], &isnull));
-			gs_count_live_job(teams, team_ix, cache, team, st, workers, gpus, queued, want_gpus, want_oldest);
-		}
-		gs_index_read_end(&x);
+		arg.teams = teams;
+		arg.team_ix = team_ix;
+		arg.cache = cache;
+		arg.x = &x;
+		memcpy(arg.c, c, sizeof(c));
+		arg.inline_layout = gs_index_layout_is(x.itupdesc, gs_live_types, lengthof(gs_live_types)) &&
+			c[0] == 1 && c[1] == 4 && c[2] == 5 && c[3] == 6 && c[4] == 7;
+		arg.want_gpus = want_gpus;
+		arg.want_oldest = want_oldest;
+		gs_leaf_read(&x, gs_live_entry, &arg);
+		gs_leaf_read_end(&x);
 		return;
 	}
 	gs_scan_begin(&s, "gangs", "gangs_live_idx");
@@ -1345,17 +1782,65 @@ gs_count_allocation(GsTeam *teams, const GsIdMap *team_ix, GsPool *pools, GsNode
 		gs_exact_add(&teams[ti].borrowed, g, 1);
 }
 
+/* one open allocation's index entry (GsLeafRead): columns node_id, team_id, gpus, borrowed */
+typedef struct GsAllocArg
+{
+	GsTeam	   *teams;
+	const GsIdMap *team_ix;
+	GsPool	   *pools;
+	GsNodePool *np;
+	const GsIdMap *node_ix;
+	GsNumCache *cache;
+	GsLeafRead *x;
+	bool		inline_layout;	/* gs_alloc_types, columns 1, 2, 3, 4 */
+	AttrNumber	c[4];
+} GsAllocArg;
+
+static const Oid gs_alloc_types[] = {INT4OID, INT4OID, NUMERICOID, BOOLOID};
+
+static void
+gs_alloc_entry(void *varg, IndexTuple itup)
+{
+	GsAllocArg *a = (GsAllocArg *) varg;
+	bool		isnull;
+	GsWalk		w;
+	int32		node,
+				team;
+	Datum		gd;
+
+	if (a->inline_layout && !IndexTupleHasNulls(itup))
+	{
+		const char *tp = (const char *) itup + IndexInfoFindDataOffset(itup->t_info);
+		uint32		off = 2 * sizeof(int32);
+		const char *g = gs_inline_varlena(tp, &off);
+
+		if (g != NULL)
+		{
+			gs_count_allocation(a->teams, a->team_ix, a->pools, a->np, a->node_ix, a->cache,
+								*(const int32 *) tp, *(const int32 *) (tp + sizeof(int32)), PointerGetDatum(g),
+								*(const bool *) (tp + off));
+			return;
+		}
+	}
+	gs_walk_index_start(&w, a->x->att, a->x->itupdesc, itup);
+	node = DatumGetInt32(gs_walk_get(&w, a->c[0], &isnull));
+	team = DatumGetInt32(gs_walk_get(&w, a->c[1], &isnull));
+	gd = gs_walk_get(&w, a->c[2], &isnull);
+	gs_count_allocation(a->teams, a->team_ix, a->pools, a->np, a->node_ix, a->cache, node, team, gd,
+						DatumGetBool(gs_walk_get(&w, a->c[3], &isnull)));
+}
+
 /*
  * The open allocations by team and by their nodes' pools: from
- * allocations_current_idx alone when it can serve (GsIndexRead; its
- * entries are the open allocations), else from the rows.
+ * allocations_current_idx's entries (GsLeafRead; they are the open
+ * allocations), else, when that index cannot serve, from the rows.
  */
 static void
 gs_read_allocations(GsTeam *teams, const GsIdMap *team_ix, GsPool *pools, GsNodePool *np, const GsIdMap *node_ix)
 {
 	static const char *const columns[] = {"node_id", "team_id", "gpus", "borrowed"};
 	AttrNumber	c[lengthof(columns)];
-	GsIndexRead x;
+	GsLeafRead	x;
 	GsScan		s;
 	GsWalk		w;
 	GsNumCache *cache = palloc0(sizeof(GsNumCache));
@@ -1366,18 +1851,22 @@ gs_read_allocations(GsTeam *teams, const GsIdMap *team_ix, GsPool *pools, GsNode
 				a_during;
 	bool		isnull;
 
-	if (gs_index_read_begin(&x, "allocations", "allocations_current_idx", columns, lengthof(columns), c))
+	if (gs_leaf_read_begin(&x, "allocations", "allocations_current_idx", columns, lengthof(columns), c))
 	{
-		while (gs_index_read_next(&x, &w))
-		{
-			int32		node = DatumGetInt32(gs_walk_get(&w, c[0], &isnull));
-			int32		team = DatumGetInt32(gs_walk_get(&w, c[1], &isnull));
-			Datum		gd = gs_walk_get(&w, c[2], &isnull);
+		GsAllocArg	arg;
 
-			gs_count_allocation(teams, team_ix, pools, np, node_ix, cache, node, team, gd,
-								DatumGetBool(gs_walk_get(&w, c[3], &isnull)));
-		}
-		gs_index_read_end(&x);
+		arg.teams = teams;
+		arg.team_ix = team_ix;
+		arg.pools = pools;
+		arg.np = np;
+		arg.node_ix = node_ix;
+		arg.cache = cache;
+		arg.x = &x;
+		memcpy(arg.c, c, sizeof(c));
+		arg.inline_layout = gs_index_layout_is(x.itupdesc, gs_alloc_types, lengthof(gs_alloc_types)) &&
+			c[0] == 1 && c[1] == 2 && c[2] == 3 && c[3] == 4;
+		gs_leaf_read(&x, gs_alloc_entry, &arg);
+		gs_leaf_read_end(&x);
 		return;
 	}
 	gs_scan_begin(&s, "allocations", "allocations_current_idx");

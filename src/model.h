@@ -120,6 +120,7 @@ typedef struct GsNode
 	int16_t		res_whole;
 	int32_t		res_slices;
 	double		res_cpus, res_mem, res_net;
+	uint64_t	bookings;		/* bit b: in the round's booking b (GsState.bookings), 0 none */
 	const char *name;
 	const char *topology;
 } GsNode;
@@ -288,6 +289,10 @@ typedef struct GsJob
 	double		hold_s;			/* time limit + grace, seconds: the longest it holds capacity; < 0 no limit */
 	int64_t		expected_start; /* the reserved job: when it is expected to fit (TimestampTz), 0 unknown */
 	bool		backfilled;		/* placed on capacity kept for the reserved job (ends before its expected start) */
+	/* advance reservations and maintenance windows (docs/time.md) */
+	int32_t		reservation_id;	/* the reservation it names (bookings.id), 0 none */
+	uint64_t	res_block;		/* bookings whose nodes it may not use now (gs_booking_masks) */
+	uint64_t	res_only;		/* when set: it may use only the nodes of these bookings */
 	GsAssign   *assign;			/* [workers] when placed */
 	/* growing a running elastic gang (GsState.grow): the workers added this round, and where */
 	int32_t		grown;
@@ -306,6 +311,8 @@ typedef struct GsJob
  */
 typedef struct GsShapeKey
 {
+	uint64_t	res_block,		/* the bookings that keep it off nodes (0 without any) */
+				res_only;
 	double		gpus,
 				cpus,
 				mem,
@@ -355,6 +362,8 @@ static inline void
 gs_shape_key(const GsJob *j, GsShapeKey *k)
 {
 	memset(k, 0, sizeof(*k));
+	k->res_block = j->res_block;
+	k->res_only = j->res_only;
 	k->gpus = j->gpus;
 	k->cpus = j->cpus;
 	k->mem = j->mem;
@@ -368,6 +377,24 @@ gs_shape_key(const GsJob *j, GsShapeKey *k)
 	k->span_depth = j->span_depth;
 	k->preemptible = j->preemptible;
 }
+
+/*
+ * An advance reservation or a maintenance window that has not ended
+ * (gangsched.bookings), loaded only when there is one: its nodes carry its
+ * bit (GsNode.bookings). At most GS_MAX_BOOKINGS (the SQL refuses more).
+ */
+#define GS_MAX_BOOKINGS 64
+typedef struct GsBooking
+{
+	int32_t		id;				/* bookings.id */
+	int32_t		tix;			/* the owner team's index; -1: a maintenance window */
+	bool		maintenance;
+	int64_t		starts,			/* TimestampTz */
+				ends;
+	const char *name;
+	const char *team;			/* NULL for a maintenance window */
+	int32_t		nnodes;
+} GsBooking;
 
 /*
  * Everything a round decides on: the cluster, the pending jobs and, loaded
@@ -393,6 +420,8 @@ typedef struct GsState
 	GsRunning  *running;
 	int64_t		now;			/* the scheduler's clock for this round */
 	bool		limits_held;	/* some job holding capacity has a time limit */
+	int			nbookings;		/* reservations and maintenance windows not ended (docs/time.md) */
+	GsBooking  *bookings;
 	struct StringInfoData *las_teams;	/* ids of las teams ("1,4"), NULL when none */
 	void		(*load_running) (struct GsState *st);	/* SPI edge, set by the caller */
 } GsState;

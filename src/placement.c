@@ -99,6 +99,7 @@ struct GsPlacer
 	int64_t		ndirty,
 				dirty_cap;
 	int64_t    *replayed;		/* per node: the replay that last recounted it */
+	int64_t    *dom_seen[GS_MAX_DEPTH];	/* per domain: the replay that last recounted it (bookings) */
 	int64_t		replay_id;
 	/* the job being placed */
 	GsJob	   *job;
@@ -264,6 +265,11 @@ node_cap(GsPlacer *p, const GsNode *n)
 
 	if (n->state != GS_NODE_UP || !p->pool_ok[n->pool])
 		return 0;
+	/* reservations and maintenance windows (docs/time.md): 0 without any */
+	if ((j->res_block | j->res_only) != 0 &&
+		((n->bookings & j->res_block) != 0 ||
+		 (j->res_only != 0 && (n->bookings & j->res_only) == 0)))
+		return 0;
 	if (p->only_cached &&
 		(j->dataset < 0 || !p->c->dataset_nodes[j->dataset][n - p->c->nodes]))
 		return 0;
@@ -377,6 +383,24 @@ mark_dirty(GsPlacer *p, int ni)
 	p->dirty[p->ndirty++] = ni;
 }
 
+/* Recompute one domain's counts from its children's. */
+static void
+recount_domain(GsPlacer *p, int d, int i)
+{
+	GsDomain   *dom = &p->c->dom[d][i];
+	int64_t		sum = 0,
+				ws = 0;
+	int			k;
+
+	for (k = dom->first_child; k < dom->first_child + dom->nchildren; k++)
+	{
+		sum += p->cnt[d + 1][k];
+		ws += p->wsum[d + 1][k];
+	}
+	p->cnt[d][i] = (int32_t) Min(sum * p->unit[p->kind[d + 1]] / p->unit[p->kind[d]], INT32_MAX);
+	p->wsum[d][i] = (int32_t) Min(ws, INT32_MAX);
+}
+
 /* Recompute one node's counts and its ancestors' from their children. */
 static void
 recount_node(GsPlacer *p, int ni)
@@ -408,6 +432,126 @@ recount_node(GsPlacer *p, int ni)
 
 static void shape_key(const GsJob *j, ShapeKey *k);
 
+/* Bring a shape's cached counts up to date: each node changed since, once. */
+static void
+replay_dirty(GsPlacer *p, ShapeCounts *sc)
+{
+	int64		k;
+
+	p->replay_id++;
+	for (k = sc->synced; k < p->ndirty; k++)
+	{
+		int			ni = p->dirty[k];
+
+		if (p->replayed[ni] == p->replay_id)
+			continue;
+		p->replayed[ni] = p->replay_id;
+		recount_node(p, ni);
+	}
+	sc->synced = p->ndirty;
+}
+
+/* Allocate a new cache entry's arrays and point cnt/wsum at them. */
+static void
+counts_alloc(GsPlacer *p, ShapeCounts *sc)
+{
+	int			d;
+
+	for (d = 0; d <= p->L1; d++)
+	{
+		int			n = Max(p->c->ndom[d], 1);
+
+		sc->cnt[d] = palloc(sizeof(int32_t) * n);
+		sc->wsum[d] = palloc(sizeof(int32_t) * n);
+		p->cnt[d] = sc->cnt[d];
+		p->wsum[d] = sc->wsum[d];
+	}
+	p->ncounts++;
+}
+
+static void
+counts_point(GsPlacer *p, ShapeCounts *sc)
+{
+	int			d;
+
+	for (d = 0; d <= p->L1; d++)
+	{
+		p->cnt[d] = sc->cnt[d];
+		p->wsum[d] = sc->wsum[d];
+	}
+}
+
+/*
+ * Reservations (docs/time.md): new counts for a job that bookings keep off
+ * some nodes, from the same shape's counts without bookings (built, or
+ * brought up to date, first): a copy, with only the booked nodes it may not
+ * use counted again. Jobs of many teams then share one full count per
+ * shape. False when the cache has no room for the shape without bookings.
+ */
+static bool
+counts_from_unbooked(GsPlacer *p, const ShapeKey *key, ShapeCounts *sc)
+{
+	GsJob	   *j = p->job;
+	uint64_t	block = j->res_block;
+	ShapeKey	bkey = *key;
+	ShapeCounts *base;
+	bool		found;
+	int			d,
+				i;
+
+	bkey.shape.res_block = 0;
+	bkey.shape.res_only = 0;
+	base = hash_search(p->counts, &bkey, HASH_FIND, &found);
+	if (!found && p->ncounts >= GS_MAX_SHAPE_COUNTS)
+		return false;
+	j->res_block = 0;
+	if (!found)
+	{
+		base = hash_search(p->counts, &bkey, HASH_ENTER, &found);
+		counts_alloc(p, base);
+		count_units(p);
+		base->synced = p->ndirty;
+	}
+	else
+	{
+		counts_point(p, base);
+		replay_dirty(p, base);
+	}
+	j->res_block = block;
+	for (d = 0; d <= p->L1; d++)
+	{
+		memcpy(sc->cnt[d], base->cnt[d], sizeof(int32_t) * p->c->ndom[d]);
+		memcpy(sc->wsum[d], base->wsum[d], sizeof(int32_t) * p->c->ndom[d]);
+	}
+	counts_point(p, sc);
+	/* the booked nodes it may not use, then each of their domains once, bottom-up */
+	p->replay_id++;
+	for (i = 0; i < p->c->nnodes; i++)
+		if (p->c->nodes[i].bookings & block)
+		{
+			int			w = node_cap(p, &p->c->nodes[i]);
+
+			p->wsum[p->L1][i] = w;
+			p->cnt[p->L1][i] = w / p->unit[p->kind[p->L1]];
+		}
+	for (d = p->L1 - 1; d >= 0; d--)
+	{
+		if (p->dom_seen[d] == NULL)
+			p->dom_seen[d] = palloc0(sizeof(int64_t) * Max(p->c->ndom[d], 1));
+		for (i = 0; i < p->c->nnodes; i++)
+		{
+			int			di = p->c->nodes[i].dom[d];
+
+			if ((p->c->nodes[i].bookings & block) == 0 || p->dom_seen[d][di] == p->replay_id)
+				continue;
+			p->dom_seen[d][di] = p->replay_id;
+			recount_domain(p, d, di);
+		}
+	}
+	sc->synced = p->ndirty;
+	return true;
+}
+
 /*
  * Point cnt/wsum at counts for the current job and mode: the shape's cached
  * counts brought up to date (FREE), or freshly computed scratch (EMPTY, or
@@ -429,41 +573,18 @@ counts_for_job(GsPlacer *p)
 		if (!found && p->ncounts < GS_MAX_SHAPE_COUNTS)
 		{
 			sc = hash_search(p->counts, &key, HASH_ENTER, &found);
-			for (d = 0; d <= p->L1; d++)
-			{
-				int			n = Max(p->c->ndom[d], 1);
-
-				sc->cnt[d] = palloc(sizeof(int32_t) * n);
-				sc->wsum[d] = palloc(sizeof(int32_t) * n);
-				p->cnt[d] = sc->cnt[d];
-				p->wsum[d] = sc->wsum[d];
-			}
-			p->ncounts++;
+			counts_alloc(p, sc);
+			if (p->job->res_block != 0 && p->job->res_only == 0 &&
+				counts_from_unbooked(p, &key, sc))
+				return;
 			count_units(p);
 			sc->synced = p->ndirty;
 			return;
 		}
 		if (found)
 		{
-			int64_t		k;
-
-			for (d = 0; d <= p->L1; d++)
-			{
-				p->cnt[d] = sc->cnt[d];
-				p->wsum[d] = sc->wsum[d];
-			}
-			/* each changed node once, however often it changed */
-			p->replay_id++;
-			for (k = sc->synced; k < p->ndirty; k++)
-			{
-				int			ni = p->dirty[k];
-
-				if (p->replayed[ni] == p->replay_id)
-					continue;
-				p->replayed[ni] = p->replay_id;
-				recount_node(p, ni);
-			}
-			sc->synced = p->ndirty;
+			counts_point(p, sc);
+			replay_dirty(p, sc);
 			return;
 		}
 	}

@@ -195,6 +195,16 @@ exec_args(const char *sql, int nargs, Oid *types, Datum *values, int expect)
 
 /* ---- time rules ------------------------------------------------------- */
 
+/* The second column of the statement just run: a booking is not over. */
+static bool
+booking_live(void)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+
+	return !isnull && DatumGetBool(d);
+}
+
 static int
 requeue_unstarted(TimestampTz now)
 {
@@ -1348,7 +1358,11 @@ round_steps(RoundResult *res)
 				t4;
 
 	INSTR_TIME_SET_CURRENT(t0);
-	exec_args("SELECT gangsched._mark_silent_nodes()", 0, NULL, NULL, SPI_OK_SELECT);
+	/* with it, whether a reservation or maintenance window is not over: only then its rule */
+	exec_args("SELECT gangsched._mark_silent_nodes(),"
+			  " EXISTS (SELECT FROM gangsched.bookings b WHERE NOT b.ended)", 0, NULL, NULL, SPI_OK_SELECT);
+	if (SPI_processed == 1 && booking_live())
+		exec_args("SELECT gangsched._reservation_rules()", 0, NULL, NULL, SPI_OK_SELECT);
 	res->requeued = requeue_unstarted(gs_now());
 	(void) enforce_time_limits();	/* they fail: not requeued, not in the row */
 	res->killed = kill_overdue();

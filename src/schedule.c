@@ -675,6 +675,87 @@ fair_level(GsState *st, double **levels)
 	return level;
 }
 
+/*
+ * May job j use booking b's nodes while it is active: b is a reservation
+ * and j is of its team (or a team below it) or names it.
+ */
+bool
+gs_booking_permits(const GsState *st, const GsJob *j, int b)
+{
+	const GsBooking *k = &st->bookings[b];
+
+	if (k->maintenance)
+		return false;
+	if (j->reservation_id == k->id)
+		return true;
+	return j->tix >= 0 && k->tix >= 0 && gs_team_within(st->cluster, j->tix, k->tix);
+}
+
+/*
+ * Advance reservations and maintenance windows (docs/time.md), per job:
+ * an active booking keeps every job it does not permit off its nodes; a
+ * future one keeps off those whose time limit (with its grace) runs past
+ * its start, and jobs without a limit (a maintenance window: only within
+ * maintenance_guard_s of its start). A job naming a reservation is
+ * confined to its nodes, and placed nowhere before it starts. Without
+ * bookings every mask stays 0 and placement is as without this feature.
+ */
+static void
+booking_masks_of(GsState *st, GsJob *jobs, int njobs, int64_t now, int maintenance_guard_s)
+{
+	int			i,
+				b;
+
+	for (i = 0; i < njobs; i++)
+	{
+		GsJob	   *j = &jobs[i];
+
+		j->res_block = 0;
+		j->res_only = 0;
+		for (b = 0; b < st->nbookings; b++)
+		{
+			const GsBooking *k = &st->bookings[b];
+			uint64_t	bit = UINT64_C(1) << b;
+			bool		ok = gs_booking_permits(st, j, b);
+
+			if (k->ends <= now)
+				continue;
+			if (j->reservation_id == k->id)
+			{
+				j->res_only |= bit;
+				if (k->starts > now)
+					j->res_block |= bit;
+				continue;
+			}
+			if (ok)
+				continue;
+			if (k->starts <= now)
+				j->res_block |= bit;
+			else if (j->hold_s < 0)
+			{
+				if (!k->maintenance ||
+					now >= k->starts - (int64_t) maintenance_guard_s * 1000000)
+					j->res_block |= bit;
+			}
+			else if (now + (int64_t) (j->hold_s * 1000000.0) > k->starts)
+				j->res_block |= bit;
+		}
+	}
+}
+
+/*
+ * The masks of the pending jobs and of the running elastic gangs a round
+ * may grow (docs/elastic.md): a grow's new workers obey the bookings as a
+ * placement does. A growable job's limit is not loaded (hold_s < 0), so a
+ * future booking keeps its grows off at once.
+ */
+void
+gs_booking_masks(GsState *st, int64_t now, int maintenance_guard_s)
+{
+	booking_masks_of(st, st->jobs, st->njobs, now, maintenance_guard_s);
+	booking_masks_of(st, st->grow, st->ngrow, now, maintenance_guard_s);
+}
+
 void
 gs_decide(GsState *st, GsScheduleSettings set, GsDecision *out)
 {
@@ -687,6 +768,8 @@ gs_decide(GsState *st, GsScheduleSettings set, GsDecision *out)
 	rd.st = st;
 	rd.out = out;
 	rd.set = set;
+	if (st->nbookings > 0)
+		gs_booking_masks(st, st->now, set.maintenance_guard_s);
 	out->placer = gs_placer_create(st->cluster);
 	out->order = gs_order_begin(st, &set.order);
 	out->why = palloc0(sizeof(GsWhy) * Max(st->njobs, 1));

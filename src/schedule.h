@@ -35,6 +35,7 @@ typedef struct GsScheduleSettings
 	GsOrderSettings order;
 	bool		preemption;		/* gangsched.preemption */
 	bool		backfill;		/* gangsched.backfill */
+	int			maintenance_guard_s;	/* gangsched.maintenance_guard */
 	GsPreemptSettings preempt;
 } GsScheduleSettings;
 
@@ -42,6 +43,12 @@ extern GsScheduleSettings gs_schedule_settings(void);
 
 /* Mark the pending jobs whose queue timeout has passed at `now`. */
 extern void gs_mark_expiring(GsState *st, int64_t now, int default_timeout_s);
+/*
+ * Which bookings (reservations, maintenance windows) keep each pending job
+ * off their nodes at `now`, and which it is confined to (docs/time.md).
+ */
+extern void gs_booking_masks(GsState *st, int64_t now, int maintenance_guard_s);
+extern bool gs_booking_permits(const GsState *st, const GsJob *j, int b);
 extern void gs_decide(GsState *st, GsScheduleSettings set, GsDecision *out);
 
 #endif							/* GANGSCHED_SCHEDULE_H */

@@ -241,6 +241,62 @@ backfill_rows(List *rows, GsState *st, GsDecision *dec, GsJob *target)
 				   res->id, time_text(res->expected_start), ends_text(st, target));
 }
 
+/*
+ * Reservations and maintenance windows (docs/time.md): the bookings that
+ * keep the job off their nodes, and the reservation it is confined to;
+ * first whether it would fit now without them.
+ */
+static List *
+booking_rows(List *rows, GsState *st, GsDecision *dec, GsJob *target)
+{
+	uint64_t	block = target->res_block,
+				only = target->res_only;
+	bool		fits;
+	int			b;
+
+	if ((block | only) == 0)
+		return rows;
+	target->res_block = 0;
+	target->res_only = 0;
+	fits = gs_probe(dec->placer, target, NULL);
+	target->res_block = block;
+	target->res_only = only;
+	if (fits)
+		rows = add_row(rows, "booked capacity",
+					   "it would fit now on nodes that reservations or maintenance windows keep it off (below)");
+	for (b = 0; b < st->nbookings; b++)
+	{
+		const GsBooking *k = &st->bookings[b];
+		uint64_t	bit = UINT64_C(1) << b;
+		const char *kind = k->maintenance ? "maintenance" : "reservation";
+		char	   *what;
+
+		if (((block | only) & bit) == 0)
+			continue;
+		what = k->maintenance ?
+			psprintf("maintenance window %s (%d node%s, from %s to %s)", k->name, k->nnodes,
+					 k->nnodes == 1 ? "" : "s", time_text(k->starts), time_text(k->ends)) :
+			psprintf("reservation %s (%d node%s for team %s, from %s to %s)", k->name, k->nnodes,
+					 k->nnodes == 1 ? "" : "s", k->team ? k->team : "?", time_text(k->starts), time_text(k->ends));
+		if (only & bit)
+			rows = add_row(rows, kind, "it names %s: it runs only on those nodes%s", what,
+						   (block & bit) ? ", from the start" : "");
+		else if (k->maintenance && k->starts <= st->now)
+			rows = add_row(rows, kind, "%s is in progress: no job may use those nodes until its end", what);
+		else if (k->starts <= st->now)
+			rows = add_row(rows, kind, "%s is in progress: until its end only jobs of team %s (or of a team below it) "
+						   "and jobs that name it may use those nodes", what, k->team ? k->team : "?");
+		else if (target->hold_s < 0)
+			rows = add_row(rows, kind, "%s: it has no time limit, so %s", what,
+						   k->maintenance ? "it is not placed on those nodes within gangsched.maintenance_guard of the start" :
+						   "it may not use those nodes before the start (only jobs whose limit ends by then may)");
+		else
+			rows = add_row(rows, kind, "%s: its time limit (with its grace) ends at %s, after the start; "
+						   "only jobs whose limit ends by then may use those nodes before it", what, ends_text(st, target));
+	}
+	return rows;
+}
+
 /* Who goes first: the starvation guard's reservation, fairer teams, its LAS queue, jobs ahead. */
 static List *
 order_rows(List *rows, GsState *st, GsDecision *dec, GsJob *target, int pos)
@@ -337,6 +393,7 @@ pending_rows(int64 job_id, MemoryContext per_query)
 	else
 	{
 		rows = blocked_rows(rows, st, &dec, target);
+		rows = booking_rows(rows, st, &dec, target);
 		rows = backfill_rows(rows, st, &dec, target);
 		rows = constraint_rows(rows, st->cluster, target);
 		rows = order_rows(rows, st, &dec, target, pos);

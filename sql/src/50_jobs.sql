@@ -65,7 +65,7 @@ CREATE FUNCTION gangsched.submit(team text, workers int, gpus numeric, cpus nume
                                  queue_timeout interval DEFAULT NULL, command text DEFAULT NULL,
                                  time_limit interval DEFAULT NULL,
                                  after bigint[] DEFAULT NULL, after_mode text DEFAULT 'ok',
-                                 min_replicas int DEFAULT NULL)
+                                 reservation text DEFAULT NULL, min_replicas int DEFAULT NULL)
 RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
     j gangsched.gangs;
@@ -116,6 +116,10 @@ BEGIN
     PERFORM gangsched._check_team_limits(j.team_id, workers);
     -- its own limit, else the team's or the global default; never above the maximum
     j.time_limit := gangsched._resolve_time_limit(j.team_id, time_limit);
+    -- a reservation to run in (73_reservations.sql): a portal names only its teams'
+    IF reservation IS NOT NULL THEN
+        j.reservation_id := gangsched._submit_reservation(reservation);
+    END IF;
     IF pool IS NOT NULL THEN
         j.pool_id := gangsched._pool_id(pool);
         IF NOT preemptible AND (SELECT kind FROM gangsched.pools WHERE id = j.pool_id) = 'opportunistic' THEN
@@ -161,14 +165,14 @@ BEGIN
                                 priority, preemptible, pool_id, group_size, group_span, stages, stage_span, span,
                                 dataset, locality, checkpoint_interval, grace, queue_timeout, command,
                                 queue_pos, submitted_at, queued_at, time_limit, after_jobs, after_mode, waiting_for, reason,
-                                min_replicas, max_workers)
+                                reservation_id, min_replicas, max_workers)
     VALUES (j.team_id, name, workers, gpus, cpus, mem_gb, net_gbps, j.gpu_model, j.gpu_mem_gb,
             priority, preemptible, j.pool_id, group_size, j.group_span, stages, j.stage_span, j.span,
             dataset, locality, checkpoint_interval, grace, queue_timeout, command,
             nextval('gangsched.queue_position_seq'), gangsched.now(), gangsched.now(), j.time_limit,
             j.after_jobs, j.after_mode, j.waiting_for,
             CASE WHEN j.waiting_for IS NOT NULL THEN gangsched._waiting_reason(j.waiting_for, j.after_mode) END,
-            min_replicas, CASE WHEN min_replicas IS NOT NULL THEN workers END)
+            j.reservation_id, min_replicas, CASE WHEN min_replicas IS NOT NULL THEN workers END)
     RETURNING id INTO j.id;
     -- the event, and its count for gangsched.metrics in the same statement
     -- (the events trigger leaves 'submitted' to this: sql/src/75_metrics.sql)

@@ -90,6 +90,13 @@ BEGIN
                   HINT = 'Remove its subteams first, or move them with gangsched.set_team_parent(team, parent) '
                          '(parent NULL: to the top level).';
     END IF;
+    IF EXISTS (SELECT FROM gangsched.bookings b WHERE b.team_id = tid) THEN
+        RAISE EXCEPTION 'team "%" has reservations', team
+            USING ERRCODE = 'object_in_use',
+                  DETAIL = format('Its reservations are: %s.', (SELECT string_agg(b.name, ', ' ORDER BY b.name)
+                                                                FROM gangsched.bookings b WHERE b.team_id = tid)),
+                  HINT = 'Drop them first with gangsched.drop_reservation(name) (an ended one is removed, one in progress ends).';
+    END IF;
     DELETE FROM gangsched.quotas q WHERE q.team_id = tid;
     DELETE FROM gangsched.team_pending c WHERE c.team_id = tid;
     DELETE FROM gangsched.teams t WHERE t.id = tid;     -- members go by ON DELETE CASCADE

@@ -267,11 +267,35 @@ SELECT 9, NULL, NULL, format('the teams below %s hold %s GPUs of nominal quota i
   JOIN gangsched.pools pl ON pl.id = k.pool_id
  WHERE k.below > pq.gpus
 UNION ALL
--- 10. elastic gangs (docs/elastic.md): a job holds (or, nominated, is held
+-- 10. reservations and maintenance windows (docs/time.md): no allocation
+--     begins on a booked node inside the window for a job the booking does
+--     not permit (a maintenance window permits none; a reservation its
+--     team's subtree and the jobs that name it), and no node is in two
+--     bookings at overlapping times
+SELECT 10, a.job, n.name,
+       format('allocation begun at %s lies inside %s %s (%s to %s)', lower(a.during),
+              CASE WHEN b.team_id IS NULL THEN 'maintenance window' ELSE 'reservation' END, b.name, b.starts, b.ends)
+  FROM gangsched.bookings b
+  JOIN gangsched.allocations a ON a.node_id = ANY (b.node_ids) AND lower(a.during) >= b.starts AND lower(a.during) < b.ends
+  JOIN gangsched.gangs g ON g.id = a.job
+  JOIN gangsched.nodes n ON n.id = a.node_id
+ WHERE b.team_id IS NULL
+    OR NOT (g.reservation_id IS NOT DISTINCT FROM b.id
+            OR g.team_id IN (WITH RECURSIVE s(id) AS (SELECT b.team_id
+                                                      UNION
+                                                      SELECT t.id FROM s JOIN gangsched.teams t ON t.parent_id = s.id)
+                             SELECT s.id FROM s))
+UNION ALL
+SELECT 10, NULL, n.name, format('the node is in %s and %s at overlapping times', b1.name, b2.name)
+  FROM gangsched.bookings b1
+  JOIN gangsched.bookings b2 ON b1.id < b2.id AND b1.node_ids && b2.node_ids AND b1.starts < b2.ends AND b2.starts < b1.ends
+  JOIN gangsched.nodes n ON n.id = ANY (b1.node_ids) AND n.id = ANY (b2.node_ids)
+UNION ALL
+-- 11. elastic gangs (docs/elastic.md): a job holds (or, nominated, is held
 --     capacity for) a whole number of replicas between its minimum and its
 --     maximum, and asks for its maximum while it waits; each replica's
 --     groups are whole (invariant 3 checks their ranks and domains)
-SELECT 10, g.id, NULL, format('elastic job is %s with %s workers; replicas of %s workers from %s to %s are allowed%s',
+SELECT 11, g.id, NULL, format('elastic job is %s with %s workers; replicas of %s workers from %s to %s are allowed%s',
                               g.state, g.workers, g.group_size * g.stages, g.min_replicas,
                               g.max_workers / (g.group_size * g.stages),
                               CASE WHEN g.state = 'pending' THEN format(', and a waiting job asks for all %s', g.max_workers) ELSE '' END)
@@ -281,7 +305,7 @@ SELECT 10, g.id, NULL, format('elastic job is %s with %s workers; replicas of %s
         OR g.workers < g.min_replicas * g.group_size * g.stages OR g.workers > g.max_workers
         OR (g.state = 'pending' AND g.workers <> g.max_workers))
 UNION ALL
-SELECT 10, g.id, NULL, format('rigid job has max_workers %s', g.max_workers)
+SELECT 11, g.id, NULL, format('rigid job has max_workers %s', g.max_workers)
   FROM gangsched.gangs g
  WHERE g.min_replicas IS NULL AND g.max_workers IS NOT NULL
 $$;

@@ -41,6 +41,8 @@ BEGIN
         -- dumped jobs and queue_position_seq (a sequence read later than the
         -- dump's snapshot only raises its bound, which makes submit count again)
         'gangsched.team_pending',
+        -- reservations and maintenance windows (73_reservations.sql)
+        'gangsched.bookings',
         -- jobs, what they hold now and the capacity held for nominated jobs
         'gangsched.gangs', 'gangsched.held_slots', 'gangsched.holds',
         -- history, and what archive_history() moved out of it (71_retention.sql)

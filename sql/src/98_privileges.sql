@@ -21,6 +21,8 @@ GRANT SELECT ON gangsched.jobs, gangsched.queue, gangsched.placements, gangsched
                 gangsched.allocation_history, gangsched.event_log TO gangsched_analyst;
 -- the metrics (75_metrics.sql): every team's queue and usage, so not portals
 GRANT SELECT ON gangsched.metrics TO gangsched_analyst;
+-- reservations and maintenance windows (docs/time.md): operators book, analysts read
+GRANT SELECT ON gangsched.reservations TO gangsched_analyst;
 
 -- EXECUTE by function name, every overload.
 DO $$
@@ -60,6 +62,7 @@ BEGIN
             ('preemption_summary', 'gangsched_operator, gangsched_analyst'),
             ('queue_depth', 'gangsched_operator, gangsched_analyst'),
             ('time_limit_use', 'gangsched_operator, gangsched_analyst'),
+            ('reservation_usage', 'gangsched_operator, gangsched_analyst'),
             -- the metrics view calls these with the reader's privileges;
             -- the exporter's invariant check (75_metrics.sql)
             ('round_stats', 'gangsched_operator, gangsched_analyst'),
@@ -90,7 +93,8 @@ BEGIN
     FOREACH s IN ARRAY ARRAY['clock_override', 'start_timeout', 'default_queue_timeout', 'min_runtime',
                              'default_grace', 'max_grace', 'restart_cost', 'queue_order', 'team_order', 'las_thresholds',
                              'las_promote_factor', 'las_preemption', 'preemption', 'fair_preemption', 'backfill',
-                             'max_pending_per_team', 'max_workers_per_gang', 'default_time_limit', 'max_time_limit'] LOOP
+                             'max_pending_per_team', 'max_workers_per_gang', 'default_time_limit', 'max_time_limit',
+                             'maintenance_guard'] LOOP
         EXECUTE pg_catalog.format('GRANT SET ON PARAMETER %I TO gangsched_operator', 'gangsched.' || s);
     END LOOP;
 END $$;

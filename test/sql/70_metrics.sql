@@ -368,6 +368,18 @@ CREATE FUNCTION pg_temp.families_differ() RETURNS bigint LANGUAGE sql AS $$
      WHERE d.name !~ '^gangsched_(round_last_age|round_duration)'
 $$;
 SELECT pg_temp.metrics_differ() AS differ_on_the_scenario, pg_temp.families_differ() AS families_differ;
+-- the labels objects are written in jsonb's binary form directly
+-- (src/metrics.c): each is the object its text parses to, of the same
+-- size once stored, and answers jsonb's operators and hashes as that
+-- object does
+CREATE TEMP TABLE labels_check AS SELECT labels AS l, labels::text::jsonb AS p FROM gangsched.metrics;
+SELECT count(*) > 0 AS some, count(*) FILTER (WHERE NOT (
+           l = p AND pg_column_size(l) = pg_column_size(p) AND l @> p AND p @> l
+           AND jsonb_hash(l) = jsonb_hash(p) AND jsonb_hash_extended(l, 7) = jsonb_hash_extended(p, 7)
+           AND l::text = p::text
+           AND COALESCE((SELECT bool_and(l ? k AND l ->> k = p ->> k) FROM jsonb_object_keys(p) k), true))) AS differ
+  FROM labels_check;
+DROP TABLE labels_check;
 -- a family's name must be one of the view's (22023), and not null (22004)
 \set VERBOSITY sqlstate
 SELECT count(*) FROM gangsched.metric_series(gangsched.now(), NULL, NULL, NULL, '{gangsched_team}');

@@ -219,13 +219,13 @@ cmp_ok(sql('SELECT rounds FROM gangsched.worker_status()'), '>', 0, 'while the w
 ($rc, my $toc) = run_cmd('pg_restore', '-l', $dump);
 my @data = sort map { /TABLE DATA gangsched (\S+)/ ? $1 : () } split /\n/, $toc;
 is( join(' ', @data),
-	'agents allocations allocations_archive datasets devices domain_classes events events_archive gangs '
+	'agents allocations allocations_archive bookings datasets devices domain_classes events events_archive gangs '
 	  . 'gangs_archive held_slots holds members metric_counters metric_deltas node_classes nodes pools quotas '
 	  . 'team_pending teams topology_levels',
 	'the dump holds the rows of every state table and the history archive (not round_lock)');
 my @seqs = sort map { /SEQUENCE SET gangsched (\S+)/ ? $1 : () } split /\n/, $toc;
 is( join(' ', @seqs),
-	'allocations_id_seq events_id_seq gangs_id_seq node_classes_id_seq nodes_id_seq pools_id_seq '
+	'allocations_id_seq bookings_id_seq events_id_seq gangs_id_seq node_classes_id_seq nodes_id_seq pools_id_seq '
 	  . 'queue_position_seq teams_id_seq',
 	'and every sequence: queue_position_seq and the identity sequences');
 
