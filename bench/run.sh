@@ -44,7 +44,7 @@ SERIES_PENDING="2500 5000 10000 20000 40000 80000"
 SERIES_AT_PENDING=20000 SERIES_AT_NODES=2048
 SUBMIT_N=10000 SUBMIT_REPS=3 PGBENCH_T=2000 METRICS_REPS=15
 CASES="cold,steady,scale,submit"
-KEEP=0 SETUP="" TIME_LIMITS=0 RESERVATIONS=0
+KEEP=0 SETUP="" TIME_LIMITS=0 RESERVATIONS=0 ELASTIC=0
 PORTAL_ROLE=${BENCH_PORTAL_ROLE:-gs_bench_portal} PORTAL_CREATED=0
 MAINT_DB=${BENCH_MAINTENANCE_DB:-postgres}
 
@@ -76,6 +76,9 @@ usage: bash bench/run.sh [options]
   --time-limits        every queued job gets a time limit (1 to 24 hours, by job
                        number; docs/time.md), where the build's submit() takes one
                        (a build without time limits runs its queue as always)
+  --elastic F          fraction F of the queued jobs of 2 or more replicas become
+                       elastic gangs with a minimum of half their replicas (by job
+                       id; docs/elastic.md), where the build has min_replicas
   --reservations N     N advance reservations of 16 nodes each, starting a day
                        ahead (bench/reservations.sql; docs/time.md), where the
                        build has add_reservation [$RESERVATIONS]
@@ -107,6 +110,7 @@ while [ $# -gt 0 ]; do
     --setup) SETUP=$(cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift ;;
     --keep) KEEP=1 ;;
     --time-limits) TIME_LIMITS=1 ;;
+    --elastic) ELASTIC=$2; shift ;;
     --reservations) RESERVATIONS=$2; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "bench/run.sh: unknown option $1" >&2; usage; exit 2 ;;
@@ -229,13 +233,24 @@ template() {
     psql_ -d "$db" -v seed="$SEED" -v first="$first" -v last="$p" -v teams="$TEAMS" \
           -v time_limits="$TIME_LIMITS" -f "$HERE/jobs.sql" >/dev/null
   fi
+  if [ "$ELASTIC" != 0 ] && [ "$(sql1 "$db" "SELECT EXISTS (SELECT FROM pg_catalog.pg_attribute WHERE attrelid = 'gangsched.gangs'::regclass AND attname = 'min_replicas')")" = t ]; then
+    # the queue's jobs of 2 or more replicas, a fraction of them by id, made
+    # elastic as submit(..., min_replicas) would store them (half their replicas)
+    psql_ -d "$db" -c "UPDATE gangsched.gangs g SET max_workers = g.workers,
+                              min_replicas = (g.workers / (g.group_size * g.stages) + 1) / 2
+                        WHERE g.state = 'pending' AND g.min_replicas IS NULL
+                          AND g.workers / (g.group_size * g.stages) >= 2
+                          AND (g.id * 7919) % 1000 < 1000 * $ELASTIC" >/dev/null
+  fi
   t2=$(now_ms)
   psql_ -d "$db" -c "VACUUM (FREEZE, ANALYZE)"
   TPL_DB[$key]=$db TPL_N[$db]=$n TPL_P[$db]=$p
   TEMPLATE=$db
   local subm=$((p - first + 1)) limited
+  local elastic
   limited=$(sql1 "$db" "SELECT count(*) FILTER (WHERE (to_jsonb(g) ->> 'time_limit') IS NOT NULL) FROM gangsched.gangs g")
-  emit "{\"bench\":\"generate\",\"ext\":\"$EXT_SIG\",\"time_limited_jobs\":$limited,\"nodes\":$n,\"gpus\":$((n * GPN)),\"pending\":$p,\"teams\":$TEAMS,\"tree\":$TREE,\"from\":$(jstr "${base:-empty}"),\"cluster_ms\":$((t1 - t0)),\"submitted\":$subm,\"submit_ms\":$((t2 - t1)),\"submit_us_per_job\":$(ratio $(( (t2 - t1) * 1000 )) $subm)}"
+  elastic=$(sql1 "$db" "SELECT count(*) FILTER (WHERE (to_jsonb(g) ->> 'min_replicas') IS NOT NULL) FROM gangsched.gangs g")
+  emit "{\"bench\":\"generate\",\"ext\":\"$EXT_SIG\",\"time_limited_jobs\":$limited,\"elastic_jobs\":$elastic,\"nodes\":$n,\"gpus\":$((n * GPN)),\"pending\":$p,\"teams\":$TEAMS,\"tree\":$TREE,\"from\":$(jstr "${base:-empty}"),\"cluster_ms\":$((t1 - t0)),\"submitted\":$subm,\"submit_ms\":$((t2 - t1)),\"submit_us_per_job\":$(ratio $(( (t2 - t1) * 1000 )) $subm)}"
 }
 
 # A short fingerprint of the extension's functions and columns, logged and

@@ -18,6 +18,18 @@
 
 static const char *res_name[GS_NRES] = {"GPUs", "CPUs", "GB of memory", "Gbit/s of network"};
 
+/* What the quota rules check a job at: quota_workers when set (elastic gangs). */
+static inline void
+quota_demand_of(const GsJob *j, double d[GS_NRES])
+{
+	int32_t		w = j->quota_workers > 0 ? j->quota_workers : j->workers;
+
+	d[GS_GPU] = j->gpus * w;
+	d[GS_CPU] = j->cpus * w;
+	d[GS_MEM] = j->mem * w;
+	d[GS_NET] = j->net * w;
+}
+
 static inline void
 demand_of(const GsJob *j, double d[GS_NRES])
 {
@@ -661,7 +673,7 @@ gs_guaranteed_pools(const GsCluster *c, const GsJob *j)
 
 	if (j->tix < 0)
 		return 0;
-	demand_of(j, d);
+	quota_demand_of(j, d);
 	if (c->tree)
 	{
 		int			at,
@@ -768,7 +780,7 @@ gs_borrow_pools(const GsCluster *c, const GsJob *j, char **why)
 	*why = NULL;
 	if (j->tix < 0 || elig == 0)
 		return 0;
-	demand_of(j, d);
+	quota_demand_of(j, d);
 	if (c->tree)
 		return tree_borrow_pools(unconstify(GsCluster *, c), j, elig, d, why);
 	if (!j->preemptible)

@@ -278,6 +278,7 @@ typedef struct JobReceiver
 	int			cap;
 	MemoryContext cxt;			/* the loader's: rows outlive the query */
 	const IdIndex *teams;
+	bool		grow;			/* elastic gangs holding capacity: three more columns */
 } JobReceiver;
 
 static bool
@@ -330,8 +331,18 @@ job_receive(TupleTableSlot *slot, DestReceiver *self)
 	j->queue_timeout_s = nl[22] ? -1 : DatumGetFloat8(v[22]);
 	j->old_reason_refused = !nl[23] && DatumGetBool(v[23]);
 	j->hold_s = nl[24] ? -1 : DatumGetFloat8(v[24]) + gs_grace_s(nl[25], nl[25] ? 0 : DatumGetFloat8(v[25]));
-	j->reservation_id = nl[26] ? 0 : DatumGetInt32(v[26]);
-	j->attained = (st->las_teams && !nl[27]) ? DatumGetFloat8(v[27]) : 0;
+	j->max_workers = j->workers;
+	j->min_workers = nl[26] ? j->workers : Max(1, Min(j->workers, DatumGetInt32(v[26])));
+	j->quota_workers = gs_job_elastic(j) ? j->min_workers : 0;
+	j->reservation_id = nl[27] ? 0 : DatumGetInt32(v[27]);
+	j->attained = (st->las_teams && !nl[28]) ? DatumGetFloat8(v[28]) : 0;
+	if (r->grow)
+	{
+		/* what it may grow to, the pool it runs in, its flag */
+		j->max_workers = DatumGetInt32(v[28]);
+		j->pool = nl[29] ? -2 : pool_index(c, DatumGetInt32(v[29]), -2);
+		j->borrowed = DatumGetBool(v[30]);
+	}
 	j->las_queue = -1;			/* set by the order step, which knows the clock */
 	/* clamp depths the model cannot have */
 	if (j->group_depth > c->nlevels + 1 || j->group_depth < 0)
@@ -779,6 +790,8 @@ load_slots(GsCluster *c, const IdIndex *nodes)
  * straight from the executor into GsJob structs: no tuplestore copy.
  * The stored reason is read as its hash (compared with the new one's).
  */
+static void load_growable(GsState *st, GsCluster *c, const IdIndex *teams, int *dcap);
+
 static void
 load_jobs(GsState *st, GsCluster *c, const IdIndex *teams)
 {
@@ -812,6 +825,7 @@ load_jobs(GsState *st, GsCluster *c, const IdIndex *teams)
 		"       pg_catalog.strpos(g.reason, 'preemption refused: ') OPERATOR(pg_catalog.>) 0,"
 		"       pg_catalog.date_part('epoch', g.time_limit),"
 		"       CASE WHEN g.time_limit IS NOT NULL THEN pg_catalog.date_part('epoch', g.grace) END,"
+		"       g.min_replicas OPERATOR(pg_catalog.*) g.group_size OPERATOR(pg_catalog.*) g.stages,"
 		"       g.reservation_id");
 	/*
 	 * The attained service of las teams' jobs that have held capacity
@@ -834,6 +848,61 @@ load_jobs(GsState *st, GsCluster *c, const IdIndex *teams)
 	/* the text changes only with the set of las teams: its plan is kept */
 	(void) gs_spi_exec("load", sql.data, 0, NULL, NULL, (DestReceiver *) &r, true, SPI_OK_SELECT);
 	MemoryContextSwitchTo(r.cxt);
+	load_growable(st, c, teams, &dcap);
+}
+
+/*
+ * Elastic gangs holding capacity below their maximum, which a round may
+ * grow (docs/elastic.md), as GsJobs in st->grow: the pending jobs' columns,
+ * then max_workers, the pool of its nodes and its borrowed flag. A job
+ * with a span (the whole gang in one domain) is not grown. A partial
+ * index keeps this query free when no elastic job holds capacity.
+ */
+static void
+load_growable(GsState *st, GsCluster *c, const IdIndex *teams, int *dcap)
+{
+	JobReceiver r;
+	GsState		tmp;
+
+	memset(&tmp, 0, sizeof(tmp));
+	tmp.cluster = c;
+	memset(&r, 0, sizeof(r));
+	r.pub.receiveSlot = job_receive;
+	r.pub.rStartup = job_startup;
+	r.pub.rShutdown = job_shutdown;
+	r.pub.rDestroy = job_destroy;
+	r.pub.mydest = DestNone;
+	r.st = &tmp;
+	r.c = c;
+	r.dcap = dcap;
+	r.cxt = CurrentMemoryContext;
+	r.teams = teams;
+	r.cap = 16;
+	r.grow = true;
+	tmp.jobs = palloc0(sizeof(GsJob) * r.cap);
+	(void) gs_spi_exec("load growable",
+		"SELECT g.id, g.team_id, g.priority, g.queue_pos, g.workers, g.f_gpus, g.f_cpus,"
+		"       g.f_mem_gb, g.f_net_gbps, g.gpu_model, g.f_gpu_mem_gb, g.pool_id,"
+		"       g.preemptible, g.group_size, g.group_span, g.stages, g.stage_span, g.span,"
+		"       g.dataset,"
+		"       CASE WHEN g.locality OPERATOR(pg_catalog.=) 'required' THEN 2"
+		"            WHEN g.locality OPERATOR(pg_catalog.=) 'preferred' THEN 1 ELSE 0 END,"
+		"       NULL::pg_catalog.int4, g.queued_at, NULL::pg_catalog.float8, false,"
+		"       NULL::pg_catalog.float8, NULL::pg_catalog.float8,"
+		"       g.min_replicas OPERATOR(pg_catalog.*) g.group_size OPERATOR(pg_catalog.*) g.stages,"
+		"       g.reservation_id, g.max_workers,"
+		"       (SELECT n.pool_id FROM gangsched.allocations a JOIN gangsched.nodes n"
+		"            ON n.id OPERATOR(pg_catalog.=) a.node_id"
+		"         WHERE a.job OPERATOR(pg_catalog.=) g.id AND pg_catalog.upper_inf(a.during) LIMIT 1),"
+		"       g.borrowed"
+		"  FROM gangsched.gangs g"
+		" WHERE g.min_replicas IS NOT NULL"
+		"   AND g.state OPERATOR(pg_catalog.=) ANY ('{placed,running}'::pg_catalog.text[])"
+		"   AND g.workers OPERATOR(pg_catalog.<) g.max_workers AND g.span IS NULL",
+		0, NULL, NULL, (DestReceiver *) &r, true, SPI_OK_SELECT);
+	MemoryContextSwitchTo(r.cxt);
+	st->grow = tmp.jobs;
+	st->ngrow = tmp.njobs;
 }
 
 /* Which nodes cache the datasets pending jobs name. */

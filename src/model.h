@@ -230,7 +230,18 @@ typedef struct GsJob
 	int32_t		tix;			/* index into GsCluster.teams */
 	int32_t		priority;
 	int64_t		queue_pos;
-	int32_t		workers;
+	int32_t		workers;		/* the size tried or decided (elastic: min_workers..max_workers) */
+	/*
+	 * Elastic gangs (docs/elastic.md): the gang may be placed at any whole
+	 * number of replicas from min_workers to max_workers; a rigid job has
+	 * min_workers = max_workers = workers. quota_workers > 0: the size the
+	 * quota rules are checked at (the order step checks an elastic job at
+	 * its minimum; the round narrows the pools for each size it tries);
+	 * 0 checks them at workers.
+	 */
+	int32_t		min_workers;
+	int32_t		max_workers;
+	int32_t		quota_workers;
 	double		gpus;			/* per worker: 0, whole, or a fraction */
 	double		cpus, mem, net;
 	int32_t		model;			/* -1: any; -2: a model the cluster lacks */
@@ -283,6 +294,9 @@ typedef struct GsJob
 	uint64_t	res_block;		/* bookings whose nodes it may not use now (gs_booking_masks) */
 	uint64_t	res_only;		/* when set: it may use only the nodes of these bookings */
 	GsAssign   *assign;			/* [workers] when placed */
+	/* growing a running elastic gang (GsState.grow): the workers added this round, and where */
+	int32_t		grown;
+	GsAssign   *grow_assign;	/* [grown] */
 	int16_t		dom_depth;		/* the domain the gang went to */
 	int32_t		dom_index;
 	const char *reason;			/* why it waits (stable text), when not placed */
@@ -312,6 +326,13 @@ typedef struct GsShapeKey
 				span_depth,
 				preemptible;
 } GsShapeKey;
+
+/* Can the job run on fewer workers than it asks for (an elastic gang)? */
+static inline bool
+gs_job_elastic(const GsJob *j)
+{
+	return j->min_workers < j->max_workers;
+}
 
 /* Is the job's team closed to new work (close_team())? Rounds do not try its jobs. */
 static inline bool
@@ -386,6 +407,13 @@ typedef struct GsState
 	GsCluster  *cluster;
 	int			njobs;
 	GsJob	   *jobs;			/* pending jobs, in the order loaded */
+	/*
+	 * Elastic gangs holding capacity below their maximum (placed or
+	 * running; docs/elastic.md): workers is what each holds, max_workers
+	 * what it may grow to, pool the pool it runs in, borrowed its flag.
+	 */
+	int			ngrow;
+	GsJob	   *grow;
 	/* jobs holding capacity, loaded on first need (preemption) */
 	bool		running_loaded;
 	int			nrunning;

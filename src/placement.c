@@ -1191,6 +1191,10 @@ gs_why_text(GsCluster *c, const GsJob *j, const GsWhy *w, bool with_numbers)
 			}
 			break;
 	}
+	/* elastic gangs (docs/elastic.md): no size down to the minimum fits either */
+	if (w->kind != GS_WHY_NONE && j->min_workers > 0 && j->min_workers < j->max_workers)
+		appendStringInfo(&s, "; elastic, it would start on %d workers (min_replicas %d) but that does not fit either",
+						 j->min_workers, j->min_workers / Max(1, j->group_size * j->stages));
 	return s.data;
 }
 

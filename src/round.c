@@ -478,6 +478,17 @@ gang_nodes(const GsJob *j, bool *seen, int32 *out)
 	return n;
 }
 
+/* ",\"replicas\":…" for elastic gangs, in placed and nominated events (docs/elastic.md). */
+static void
+append_elastic_detail(StringInfo det, const GsJob *j)
+{
+	int			unit = j->group_size * j->stages;
+
+	if (gs_job_elastic(j))
+		appendStringInfo(det, ",\"replicas\":%d,\"min_replicas\":%d,\"max_replicas\":%d",
+						 j->workers / unit, j->min_workers / unit, j->max_workers / unit);
+}
+
 /* ",\"las_queue\":…" for las teams' jobs, in placed and nominated events. */
 static void
 append_las_detail(StringInfo det, const GsJob *j)
@@ -517,6 +528,7 @@ nomination_detail(GsCluster *c, const GsJob *j)
 		stranded += gs_victim_rest_gpus(c, j->victims[k]);
 	appendStringInfo(&det, ",\"stranded_gpus\":%g", stranded);
 	append_las_detail(&det, j);
+	append_elastic_detail(&det, j);
 	appendStringInfoChar(&det, '}');
 	return det.data;
 }
@@ -563,13 +575,16 @@ update_nominated(GsState *st, GsDecision *dec, TimestampTz now, int *nconfirmed)
 	values[5] = int4_array(n_workers, nn);
 	values[6] = float8_array(n_gpus, nn);
 	exec_args("WITH n AS ("
-			  "  UPDATE gangsched.gangs g SET state = 'nominated', borrowed = u.borrowed, reason = u.reason"
+			  "  UPDATE gangsched.gangs g SET state = 'nominated', borrowed = u.borrowed, reason = u.reason,"
+			  "         workers = u.workers"
 			  "    FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2),"
 			  "                    pg_catalog.unnest($3), pg_catalog.unnest($4),"
 			  "                    pg_catalog.unnest($6), pg_catalog.unnest($7))"
 			  "         AS u(job, borrowed, reason, detail, workers, gpus)"
 			  "   WHERE g.id OPERATOR(pg_catalog.=) u.job AND g.state OPERATOR(pg_catalog.=) 'pending'"
-			  "     AND g.workers OPERATOR(pg_catalog.=) u.workers AND g.f_gpus OPERATOR(pg_catalog.=) u.gpus"
+			  "     AND u.workers OPERATOR(pg_catalog.<=) g.workers AND g.f_gpus OPERATOR(pg_catalog.=) u.gpus"
+			  "     AND u.workers OPERATOR(pg_catalog.>=) COALESCE(g.min_replicas OPERATOR(pg_catalog.*) g.group_size"
+			  "                                           OPERATOR(pg_catalog.*) g.stages, g.workers)"
 			  "  RETURNING g.id, g.team_id, u.reason, u.detail),"
 			  " e AS ("
 			  "  INSERT INTO gangsched.events (at, kind, job, team_id, reason, detail)"
@@ -864,6 +879,7 @@ placement_detail(GsCluster *c, const GsJob *j, bool *seen, int32 *nodes)
 	appendStringInfoString(&det, ",\"level\":");
 	escape_json(&det, c->level_names[j->dom_depth]);
 	append_las_detail(&det, j);
+	append_elastic_detail(&det, j);
 	appendStringInfoChar(&det, '}');
 	return det.data;
 }
@@ -875,6 +891,9 @@ placement_detail(GsCluster *c, const GsJob *j, bool *seen, int32 *nodes)
  * "AND g.state = 'pending'" and the shape the round placed: a job cancelled
  * or resized (resize()) after the round read it is not placed; under READ
  * COMMITTED the UPDATE waits for that transaction and re-checks the row.
+ * The shape is still the one placed when the workers placed lie between
+ * the job's minimum and what it asks for (a rigid job: exactly those;
+ * elastic gangs, docs/elastic.md); workers becomes the size placed.
  */
 static int64 *
 update_placed(int64 *p_job, char **p_detail, bool *p_borrowed, int32 *p_workers, float8 *p_gpus, int np,
@@ -896,12 +915,14 @@ update_placed(int64 *p_job, char **p_detail, bool *p_borrowed, int32 *p_workers,
 	exec_args("WITH p AS ("
 			  "  UPDATE gangsched.gangs g"
 			  "     SET state = 'placed', placed_at = $3, started_at = NULL, started_nodes = '{}', reason = NULL,"
-			  "         borrowed = u.borrowed"
+			  "         borrowed = u.borrowed, workers = u.workers"
 			  "    FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($4),"
 			  "                    pg_catalog.unnest($5), pg_catalog.unnest($6))"
 			  "         AS u(job, detail, borrowed, workers, gpus)"
 			  "   WHERE g.id OPERATOR(pg_catalog.=) u.job AND g.state OPERATOR(pg_catalog.=) 'pending'"
-			  "     AND g.workers OPERATOR(pg_catalog.=) u.workers AND g.f_gpus OPERATOR(pg_catalog.=) u.gpus"
+			  "     AND u.workers OPERATOR(pg_catalog.<=) g.workers AND g.f_gpus OPERATOR(pg_catalog.=) u.gpus"
+			  "     AND u.workers OPERATOR(pg_catalog.>=) COALESCE(g.min_replicas OPERATOR(pg_catalog.*) g.group_size"
+			  "                                           OPERATOR(pg_catalog.*) g.stages, g.workers)"
 			  "  RETURNING g.id, g.team_id, u.detail, g.borrowed, g.queued_at),"
 			  " e AS ("
 			  "  INSERT INTO gangsched.events (at, kind, job, team_id, reason, detail)"
@@ -944,7 +965,12 @@ notify_start(GsCluster *c, const GsJob *j, bool *seen, int32 *nodes)
 		char		payload[128];
 
 		snprintf(chan, sizeof(chan), "gangsched_node_%d", c->nodes[nodes[k]].id);
-		snprintf(payload, sizeof(payload), "{\"event\":\"start\",\"job\":" INT64_FORMAT "}", j->id);
+		if (gs_job_elastic(j))	/* elastic gangs: the size it starts at */
+			snprintf(payload, sizeof(payload),
+					 "{\"event\":\"start\",\"job\":" INT64_FORMAT ",\"world_size\":%d,\"replicas\":%d}",
+					 j->id, j->workers, j->workers / (j->group_size * j->stages));
+		else
+			snprintf(payload, sizeof(payload), "{\"event\":\"start\",\"job\":" INT64_FORMAT "}", j->id);
 		Async_Notify(chan, payload);
 	}
 }
@@ -1005,6 +1031,128 @@ write_placements(GsState *st, GsDecision *dec, TimestampTz now)
 	if (al.n > 0)
 		bulk_allocations(&al, p_job, np, now);
 	bulk_held_slots(&al);
+}
+
+/* ---- growing elastic gangs (docs/elastic.md) --------------------------- */
+
+/*
+ * The gangs that took more replicas: their rows first ("still placed or
+ * running, still holding the workers the round read": a gang that ended,
+ * was preempted or grew in another transaction meanwhile is not grown;
+ * READ COMMITTED re-checks the row after waiting for it), with a 'grown'
+ * event each; then for those only the new workers' allocations (ranks
+ * after the ones held) and held slots, and a resize notice to every node
+ * of the gang, delivered at commit.
+ */
+static void
+write_grows(GsState *st, GsDecision *dec, TimestampTz now)
+{
+	GsCluster  *c = st->cluster;
+	int			cap = Max(dec->grown, 1);
+	int64	   *g_job = palloc(sizeof(int64) * cap);
+	int32	   *g_old = palloc(sizeof(int32) * cap);
+	int32	   *g_added = palloc(sizeof(int32) * cap);
+	int32	   *g_unit = palloc(sizeof(int32) * cap);
+	Oid			types[5] = {INT8ARRAYOID, INT4ARRAYOID, INT4ARRAYOID, INT4ARRAYOID, TIMESTAMPTZOID};
+	Datum		values[5];
+	int64	   *confirmed;
+	int			nconfirmed,
+				ng = 0,
+				i,
+				w;
+	Cols		al = {0};
+
+	for (i = 0; i < st->ngrow; i++)
+	{
+		GsJob	   *g = &st->grow[i];
+
+		if (g->grown == 0)
+			continue;
+		g_job[ng] = g->id;
+		g_old[ng] = g->workers;
+		g_added[ng] = g->grown;
+		g_unit[ng++] = g->group_size * g->stages;
+	}
+	if (ng == 0)
+		return;
+	values[0] = int8_array(g_job, ng);
+	values[1] = int4_array(g_old, ng);
+	values[2] = int4_array(g_added, ng);
+	values[3] = int4_array(g_unit, ng);
+	values[4] = TimestampTzGetDatum(now);
+	exec_args("WITH u AS ("
+			  "  UPDATE gangsched.gangs g SET workers = g.workers OPERATOR(pg_catalog.+) u.added"
+			  "    FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3),"
+			  "                    pg_catalog.unnest($4)) AS u(job, old, added, unit)"
+			  "   WHERE g.id OPERATOR(pg_catalog.=) u.job"
+			  "     AND g.state OPERATOR(pg_catalog.=) ANY ('{placed,running}'::pg_catalog.text[])"
+			  "     AND g.workers OPERATOR(pg_catalog.=) u.old"
+			  "     AND g.workers OPERATOR(pg_catalog.+) u.added OPERATOR(pg_catalog.<=) g.max_workers"
+			  "  RETURNING g.id, g.team_id, u.old, u.added, u.unit, g.workers),"
+			  " e AS ("
+			  "  INSERT INTO gangsched.events (at, kind, job, team_id, reason, detail)"
+			  "  SELECT $5, 'grown', u.id, u.team_id,"
+			  "         pg_catalog.format('grew from %s to %s replicas on capacity no waiting job can use now',"
+			  "                           u.old OPERATOR(pg_catalog./) u.unit, u.workers OPERATOR(pg_catalog./) u.unit),"
+			  "         pg_catalog.jsonb_build_object('replicas', u.workers OPERATOR(pg_catalog./) u.unit,"
+			  "                                       'was_replicas', u.old OPERATOR(pg_catalog./) u.unit,"
+			  "                                       'workers', u.workers, 'was_workers', u.old)"
+			  "    FROM u)"
+			  "SELECT u.id FROM u ORDER BY u.id",
+			  5, types, values, SPI_OK_SELECT);
+	confirmed = spi_int8_column(1, &nconfirmed);
+	for (i = 0; i < st->ngrow; i++)
+	{
+		GsJob	   *g = &st->grow[i];
+
+		if (g->grown == 0)
+			continue;
+		if (int8_find_sorted(confirmed, nconfirmed, g->id) < 0)
+		{
+			dec->grown--;
+			dec->workers_grown -= g->grown;
+			g->grown = 0;
+			continue;
+		}
+		/* the new workers' rows: ranks workers .. workers + grown - 1 */
+		for (w = 0; w < g->grown; w++)
+		{
+			const GsAssign *a = &g->grow_assign[w];
+
+			if (al.n == al.cap)
+			{
+				al.cap = Max(64, al.cap * 2);
+				al.job = grow(al.job, sizeof(int64), al.cap);
+				al.worker = grow(al.worker, sizeof(int32), al.cap);
+				al.node = grow(al.node, sizeof(int32), al.cap);
+				al.devmask = grow(al.devmask, sizeof(uint64), al.cap);
+				al.first_slice = grow(al.first_slice, sizeof(int32), al.cap);
+				al.slices = grow(al.slices, sizeof(int32), al.cap);
+			}
+			al.job[al.n] = g->id;
+			al.worker[al.n] = g->workers + w;
+			al.node[al.n] = c->nodes[a->node].id;
+			al.devmask[al.n] = a->devmask;
+			al.first_slice[al.n] = a->first_slice;
+			al.slices[al.n] = a->nslices;
+			al.n++;
+		}
+	}
+	if (al.n == 0)
+		return;
+	bulk_allocations(&al, confirmed, nconfirmed, now);
+	bulk_held_slots(&al);
+	/* every node of a grown gang: its world size changed */
+	values[0] = int8_array(confirmed, nconfirmed);
+	exec_args("SELECT pg_catalog.count(pg_catalog.pg_notify('gangsched_node_' OPERATOR(pg_catalog.||) x.node_id,"
+			  "           pg_catalog.json_build_object('event', 'resize', 'job', x.job,"
+			  "                                        'replicas', x.workers OPERATOR(pg_catalog./) x.unit,"
+			  "                                        'world_size', x.workers)::pg_catalog.text))"
+			  "  FROM (SELECT DISTINCT a.job, a.node_id, g.workers, g.group_size OPERATOR(pg_catalog.*) g.stages AS unit"
+			  "          FROM gangsched.allocations a JOIN gangsched.gangs g ON g.id OPERATOR(pg_catalog.=) a.job"
+			  "         WHERE a.job OPERATOR(pg_catalog.=) ANY ($1) AND pg_catalog.upper_inf(a.during)"
+			  "         ORDER BY 1, 2) x",
+			  1, types, values, SPI_OK_SELECT);
 }
 
 /* ---- waiting jobs: reasons, refusals, expiries ------------------------ */
@@ -1161,6 +1309,8 @@ write_decisions(GsState *st, GsDecision *dec, TimestampTz now)
 	write_expired(&waiting.expiring, now);
 	if (dec->nominated > 0)
 		write_nominations(st, dec, now);
+	if (dec->grown > 0)
+		write_grows(st, dec, now);
 	write_reserved(dec, now);
 }
 

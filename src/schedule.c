@@ -160,6 +160,59 @@ gs_mark_expiring(GsState *st, int64_t now, int default_timeout_s)
 }
 
 /*
+ * Elastic gangs (docs/elastic.md): place the job whole at the largest size
+ * from its maximum down to its minimum, in whole replicas, that fits now
+ * and that the quota rules of this try allow at that size (the try's
+ * pools, chosen at the minimum by the order step, narrowed to those that
+ * allow the size). `why` says why the maximum does not fit. The job keeps
+ * the size it was placed at; when no size fits it is left asking for its
+ * maximum. A rigid job is tried as it is, once.
+ */
+static bool
+place_sized(GsPlacer *p, GsCluster *c, GsJob *j, GsWhy *why)
+{
+	uint64_t	mask = j->pool_mask;
+	int			unit = j->group_size * j->stages;
+	int			w,
+				top;
+	bool		probed = false;
+
+	if (!gs_job_elastic(j))
+		return gs_place(p, j, why);
+	top = j->max_workers;
+	for (w = top; w >= j->min_workers; w -= unit)
+	{
+		uint64_t	m;
+		char	   *qwhy;
+
+		j->workers = w;
+		j->quota_workers = w;
+		m = mask & (j->try_borrowing ? gs_borrow_pools(c, j, &qwhy) : gs_guaranteed_pools(c, j));
+		if (m == 0)
+			continue;
+		j->pool_mask = m;
+		if (gs_place(p, j, probed ? NULL : why))
+		{
+			j->quota_workers = j->min_workers;
+			return true;
+		}
+		if (!probed)
+		{
+			probed = true;
+			/* no size above what fits in any eligible pool now can fit */
+			if (why != NULL && why->kind != GS_WHY_NONE && why->total_workers < w - unit)
+				w = why->total_workers / unit * unit + unit;
+		}
+	}
+	j->workers = j->max_workers;
+	j->quota_workers = j->min_workers;
+	j->pool_mask = mask;
+	if (!probed && why != NULL)
+		(void) gs_probe(p, j, why);		/* quota allowed no size: say why the whole gang waits */
+	return false;
+}
+
+/*
  * Work conservation before anything else: a preemptible job that did not
  * fit within its quota runs at once on idle capacity it may borrow
  * elsewhere (another pool), rather than preempting or being held by the
@@ -185,7 +238,7 @@ borrow_elsewhere(Round *rd, GsJob *j, bool *ok)
 	j->pool_mask = elsewhere;
 	j->try_borrowing = true;
 	out->considered++;			/* a second try, as borrowed work */
-	if (gs_place(out->placer, j, &bwhy))
+	if (place_sized(out->placer, rd->st->cluster, j, &bwhy))
 	{
 		*ok = true;
 		return elsewhere;
@@ -380,7 +433,7 @@ decide_one(Round *rd, GsJob *j)
 	bool		ok;
 
 	out->considered++;
-	if (gs_place(out->placer, j, why) || backfill_held(rd, j))
+	if (place_sized(out->placer, rd->st->cluster, j, why) || backfill_held(rd, j))
 	{
 		placed(rd, j);
 		return true;
@@ -392,14 +445,27 @@ decide_one(Round *rd, GsJob *j)
 		placed(rd, j);
 		return true;
 	}
+	/*
+	 * An elastic job that fits at no size now is nominated, and gets the
+	 * starvation guard, for its minimum: the least capacity that lets it
+	 * run (docs/elastic.md).
+	 */
+	if (gs_job_elastic(j))
+		j->workers = j->min_workers;
 	/* preemption: victims whose capacity makes a valid placement */
 	if (rd->set.preemption && nominate(rd, j))
 		return true;
 	/* without backfill, nothing after the first that does not fit */
 	if (!rd->set.backfill)
+	{
+		if (gs_job_elastic(j))
+			j->workers = j->max_workers;
 		return false;
+	}
 	if (guard(rd, j, why, elsewhere))
 		return true;
+	if (gs_job_elastic(j))
+		j->workers = j->max_workers;
 	/* (tried as borrowed work already: no second borrowing try later) */
 	if (elsewhere == 0)
 		gs_order_failed(out->order, j);
@@ -425,8 +491,12 @@ nominate_quota_blocked(Round *rd)
 		if (!j->quota_blocked || j->nominated || j->placed || j->expiring)
 			continue;
 		j->pool_mask = gs_eligible_pools(rd->st->cluster, j);
+		if (gs_job_elastic(j))
+			j->workers = j->min_workers;	/* an elastic job: for its minimum */
 		if (nominate(rd, j))
 			j->quota_blocked = false;
+		else if (gs_job_elastic(j))
+			j->workers = j->max_workers;
 	}
 }
 
@@ -449,6 +519,109 @@ expiring_reasons(Round *rd)
 		if (!gs_probe(out->placer, j, &out->why[i]))
 			j->reason = gs_why_text(st->cluster, j, &out->why[i], false);
 	}
+}
+
+/*
+ * Growing (docs/elastic.md): one more replica for running elastic gang g,
+ * on capacity free now in its pool, within its team's nominal quota (a
+ * gang placed as borrowed capacity may also grow as borrowed capacity,
+ * within the borrowing rules). True when it took one.
+ */
+static bool
+grow_one(Round *rd, GsJob *g)
+{
+	GsCluster  *c = rd->st->cluster;
+	GsJob		t = *g;
+	int			unit = g->group_size * g->stages;
+	char	   *qwhy = NULL;
+	uint64_t	m;
+
+	if (g->pool < 0 || g->pool >= GS_MAX_POOLS)
+		return false;
+	/* a replica of it, alone */
+	t.workers = t.min_workers = t.max_workers = unit;
+	t.quota_workers = 0;
+	t.assign = NULL;
+	t.placed = false;
+	t.grown = 0;
+	t.grow_assign = NULL;
+	m = gs_guaranteed_pools(c, &t);
+	if (m == 0 && g->borrowed && g->preemptible)
+		m = gs_borrow_pools(c, &t, &qwhy);
+	m &= UINT64_C(1) << g->pool;
+	if (m == 0)
+		return false;
+	t.pool_mask = m;
+	if (!gs_place(rd->out->placer, &t, NULL))
+		return false;
+	gs_account(c, &t, g->pool);
+	if (g->grow_assign == NULL)
+		g->grow_assign = palloc(sizeof(GsAssign) * (g->max_workers - g->workers));
+	memcpy(&g->grow_assign[g->grown], t.assign, sizeof(GsAssign) * unit);
+	pfree(t.assign);
+	if (g->grown == 0)
+		rd->out->grown++;
+	g->grown += unit;
+	rd->out->workers_grown += unit;
+	return true;
+}
+
+/*
+ * After every candidate of the round had its try, the running elastic
+ * gangs below their maximum take the capacity still free (not kept by
+ * the starvation guard, not held for a nominated job), one replica at a
+ * time, each to the gang whose team has the lowest dominant share now
+ * (then higher priority, then older): the fair order, recomputed after
+ * each replica. Without backfill, only when no job is left waiting (the
+ * queue's order is strict then).
+ */
+static void
+grow_elastic(Round *rd)
+{
+	GsState    *st = rd->st;
+	GsCluster  *c = st->cluster;
+	bool	   *done;
+	int			i;
+
+	if (st->ngrow == 0)
+		return;
+	if (!rd->set.backfill)
+		for (i = 0; i < st->njobs; i++)
+			if (!st->jobs[i].placed && !st->jobs[i].nominated)
+				return;
+	done = palloc0(sizeof(bool) * st->ngrow);
+	for (;;)
+	{
+		int			best = -1;
+		double		bestds = 0;
+
+		for (i = 0; i < st->ngrow; i++)
+		{
+			GsJob	   *g = &st->grow[i];
+			double		ds;
+
+			if (done[i] || g->tix < 0 ||
+				g->workers + g->grown + g->group_size * g->stages > g->max_workers)
+			{
+				done[i] = true;
+				continue;
+			}
+			ds = gs_dominant_share(c, g->tix);
+			if (best < 0 || ds < bestds - GS_SHARE_EPS ||
+				(ds <= bestds + GS_SHARE_EPS &&
+				 (g->priority > st->grow[best].priority ||
+				  (g->priority == st->grow[best].priority && g->queue_pos < st->grow[best].queue_pos))))
+			{
+				best = i;
+				bestds = ds;
+			}
+		}
+		if (best < 0)
+			break;
+		if (!grow_one(rd, &st->grow[best]))
+			done[best] = true;
+	}
+	pfree(done);
 }
 
 /*
@@ -527,15 +700,15 @@ gs_booking_permits(const GsState *st, const GsJob *j, int b)
  * confined to its nodes, and placed nowhere before it starts. Without
  * bookings every mask stays 0 and placement is as without this feature.
  */
-void
-gs_booking_masks(GsState *st, int64_t now, int maintenance_guard_s)
+static void
+booking_masks_of(GsState *st, GsJob *jobs, int njobs, int64_t now, int maintenance_guard_s)
 {
 	int			i,
 				b;
 
-	for (i = 0; i < st->njobs; i++)
+	for (i = 0; i < njobs; i++)
 	{
-		GsJob	   *j = &st->jobs[i];
+		GsJob	   *j = &jobs[i];
 
 		j->res_block = 0;
 		j->res_only = 0;
@@ -570,6 +743,19 @@ gs_booking_masks(GsState *st, int64_t now, int maintenance_guard_s)
 	}
 }
 
+/*
+ * The masks of the pending jobs and of the running elastic gangs a round
+ * may grow (docs/elastic.md): a grow's new workers obey the bookings as a
+ * placement does. A growable job's limit is not loaded (hold_s < 0), so a
+ * future booking keeps its grows off at once.
+ */
+void
+gs_booking_masks(GsState *st, int64_t now, int maintenance_guard_s)
+{
+	booking_masks_of(st, st->jobs, st->njobs, now, maintenance_guard_s);
+	booking_masks_of(st, st->grow, st->ngrow, now, maintenance_guard_s);
+}
+
 void
 gs_decide(GsState *st, GsScheduleSettings set, GsDecision *out)
 {
@@ -600,6 +786,7 @@ gs_decide(GsState *st, GsScheduleSettings set, GsDecision *out)
 			break;
 	if (set.preemption)
 		nominate_quota_blocked(&rd);
+	grow_elastic(&rd);
 
 	elog(DEBUG1, "gangsched decide: %d candidates tried, %d victim searches (%d found nothing, " INT64_FORMAT " placement probes) in %.1f ms",
 		 out->considered, rd.search_n, rd.failed, rd.preempt.probes, rd.search_ms);

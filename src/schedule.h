@@ -19,6 +19,8 @@ typedef struct GsDecision
 	GsJob	   *reserved;		/* the starvation guard's job, or NULL */
 	int			nominated;		/* jobs waiting for victims chosen this round */
 	int			preempted;		/* victims chosen this round */
+	int			grown;			/* elastic gangs that took more replicas (GsState.grow) */
+	int			workers_grown;	/* the workers they took */
 	GsPlacer   *placer;
 	struct GsOrder *order;
 	GsWhy	   *why;			/* per job, parallel to GsState.jobs */

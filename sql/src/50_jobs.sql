@@ -33,6 +33,28 @@ BEGIN
     END IF;
 END $$;
 
+-- An elastic job's minimum (submit() and resize()): between 1 and the
+-- replicas of the gang, workers / (group_size × stages) (22023). NULL is
+-- a rigid job. Returns the workers of the minimum (the whole gang when rigid).
+CREATE FUNCTION gangsched._check_min_replicas(workers int, group_size int, stages int, min_replicas int) RETURNS int
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    r int := workers / (group_size * stages);
+BEGIN
+    IF min_replicas IS NULL THEN
+        RETURN workers;
+    END IF;
+    IF min_replicas < 1 OR min_replicas > r THEN
+        RAISE EXCEPTION 'min_replicas must be between 1 and %, not %', r, min_replicas
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('The job has %s data-parallel replica%s of %s worker%s (group_size × stages); an elastic job runs on min_replicas to all of them.',
+                                  r, CASE WHEN r = 1 THEN '' ELSE 's' END, group_size * stages,
+                                  CASE WHEN group_size * stages = 1 THEN '' ELSE 's' END),
+                  HINT = format('Give min_replicas from 1 to %s, or leave it out for a rigid gang.', r);
+    END IF;
+    RETURN min_replicas * group_size * stages;
+END $$;
+
 CREATE FUNCTION gangsched.submit(team text, workers int, gpus numeric, cpus numeric DEFAULT 0,
                                  mem_gb numeric DEFAULT 0, net_gbps numeric DEFAULT 0, name text DEFAULT NULL,
                                  priority int DEFAULT 0, preemptible bool DEFAULT true, pool text DEFAULT NULL,
@@ -43,10 +65,11 @@ CREATE FUNCTION gangsched.submit(team text, workers int, gpus numeric, cpus nume
                                  queue_timeout interval DEFAULT NULL, command text DEFAULT NULL,
                                  time_limit interval DEFAULT NULL,
                                  after bigint[] DEFAULT NULL, after_mode text DEFAULT 'ok',
-                                 reservation text DEFAULT NULL)
+                                 reservation text DEFAULT NULL, min_replicas int DEFAULT NULL)
 RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
     j gangsched.gangs;
+    minw int;
 BEGIN
     j.team_id := gangsched._team_id(team);
     PERFORM gangsched._require_team(j.team_id, format('submit to team "%s"', team));
@@ -68,6 +91,7 @@ BEGIN
         PERFORM gangsched._check_name(gpu_model, 'gpu model');
     END IF;
     PERFORM gangsched._check_worker_shape(workers, gpus, cpus, mem_gb, net_gbps, group_size, stages);
+    minw := gangsched._check_min_replicas(workers, group_size, stages, min_replicas);
     IF locality IS NULL OR locality NOT IN ('none', 'preferred', 'required') THEN
         RAISE EXCEPTION 'invalid locality "%"', locality
             USING ERRCODE = 'invalid_parameter_value', HINT = 'Use ''none'', ''preferred'' or ''required''.';
@@ -123,10 +147,13 @@ BEGIN
     j.gpu_mem_gb := CASE WHEN gpus > 0 THEN gpu_mem_gb END;
     j.dataset := dataset; j.locality := locality;
     -- the C fast path admits in microseconds; anything it does not certify
-    -- goes through the SQL checks, which raise the precise error
+    -- goes through the SQL checks, which raise the precise error. An
+    -- elastic job is admitted when its minimum could ever run.
+    j.workers := minw;
     IF NOT gangsched._admit_fast(j) THEN
         PERFORM gangsched._admit(j);
     END IF;
+    j.workers := workers;
 
     -- last, so the listed jobs are locked for the shortest time (58_dependencies.sql)
     IF after IS NOT NULL THEN
@@ -138,14 +165,14 @@ BEGIN
                                 priority, preemptible, pool_id, group_size, group_span, stages, stage_span, span,
                                 dataset, locality, checkpoint_interval, grace, queue_timeout, command,
                                 queue_pos, submitted_at, queued_at, time_limit, after_jobs, after_mode, waiting_for, reason,
-                                reservation_id)
+                                reservation_id, min_replicas, max_workers)
     VALUES (j.team_id, name, workers, gpus, cpus, mem_gb, net_gbps, j.gpu_model, j.gpu_mem_gb,
             priority, preemptible, j.pool_id, group_size, j.group_span, stages, j.stage_span, j.span,
             dataset, locality, checkpoint_interval, grace, queue_timeout, command,
             nextval('gangsched.queue_position_seq'), gangsched.now(), gangsched.now(), j.time_limit,
             j.after_jobs, j.after_mode, j.waiting_for,
             CASE WHEN j.waiting_for IS NOT NULL THEN gangsched._waiting_reason(j.waiting_for, j.after_mode) END,
-            j.reservation_id)
+            j.reservation_id, min_replicas, CASE WHEN min_replicas IS NOT NULL THEN workers END)
     RETURNING id INTO j.id;
     -- the event, and its count for gangsched.metrics in the same statement
     -- (the events trigger leaves 'submitted' to this: sql/src/75_metrics.sql)

@@ -16,7 +16,10 @@ SELECT j.id AS job, t.name AS team, j.name, j.state, j.workers, j.gpus, j.cpus, 
        j.preemptions, j.requeues, j.lost_gpu_seconds, j.reason, j.message, j.queue_pos,
        CASE WHEN v.all_commands OR j.team_id = ANY (v.teams) THEN j.command END AS command,
        j.checkpoint_interval, j.grace, j.queue_timeout,
-       j.after_jobs, j.after_mode, j.waiting_for, j.time_limit
+       j.after_jobs, j.after_mode, j.waiting_for, j.time_limit,
+       -- elastic gangs (docs/elastic.md): the replicas it holds (asks for while it waits), its range
+       j.workers / (j.group_size * j.stages) AS replicas, j.min_replicas,
+       COALESCE(j.max_workers, j.workers) / (j.group_size * j.stages) AS max_replicas
   FROM gangsched._visibility() v
   JOIN gangsched.gangs j ON v.all_rows OR j.team_id = ANY (v.teams)
   JOIN gangsched.teams t ON t.id = j.team_id

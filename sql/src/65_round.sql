@@ -28,6 +28,7 @@ BEGIN
     r AS (
         UPDATE gangsched.gangs g
            SET state = 'pending', placed_at = NULL, started_at = NULL, started_nodes = '{}', borrowed = false,
+               workers = COALESCE(g.max_workers, g.workers),   -- an elastic job asks for its whole gang again
                preempt_deadline = NULL, preempted_for = NULL, requeues = g.requeues + 1,
                preemptions = g.preemptions + (g.state = 'preempting')::int,
                queued_at = t,

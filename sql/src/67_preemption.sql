@@ -72,8 +72,14 @@ BEGIN
     SELECT h.node_id, s.slot, h.job, h.worker
       FROM gangsched.holds h, gangsched._slots(h.devices, h.first_slice, h.slices) s
      WHERE h.job = ANY (ready);
-    PERFORM pg_notify('gangsched_node_' || x.node_id, json_build_object('event', 'start', 'job', x.job)::text)
-       FROM (SELECT DISTINCT h.job, h.node_id FROM gangsched.holds h WHERE h.job = ANY (ready) ORDER BY 1, 2) x;
+    -- an elastic gang's notice carries the size it starts at (docs/elastic.md)
+    PERFORM pg_notify('gangsched_node_' || x.node_id,
+                      CASE WHEN x.min_replicas IS NULL THEN json_build_object('event', 'start', 'job', x.job)
+                           ELSE json_build_object('event', 'start', 'job', x.job, 'world_size', x.workers,
+                                                  'replicas', x.workers / (x.group_size * x.stages)) END::text)
+       FROM (SELECT DISTINCT h.job, h.node_id, g.workers, g.min_replicas, g.group_size, g.stages
+               FROM gangsched.holds h JOIN gangsched.gangs g ON g.id = h.job
+              WHERE h.job = ANY (ready) ORDER BY 1, 2) x;
     DELETE FROM gangsched.holds WHERE job = ANY (ready);
     -- the events and their counts for gangsched.metrics (the events
     -- trigger leaves 'placed' to its writers: sql/src/75_metrics.sql)

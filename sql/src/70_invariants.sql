@@ -109,7 +109,10 @@ SELECT 4, a.job, NULL, format('allocation %s (%s) lies outside job''s placed int
                               COALESCE(j.placed_at, j.submitted_at), j.finished_at)
   FROM gangsched.allocations a JOIN gangsched.gangs j ON j.id = a.job
  WHERE lower(a.during) < j.submitted_at
-    OR (upper_inf(a.during) AND lower(a.during) IS DISTINCT FROM j.placed_at)
+    -- a current allocation began with the placement; an elastic gang's
+    -- grown workers later (docs/elastic.md), never before it
+    OR (upper_inf(a.during) AND lower(a.during) IS DISTINCT FROM j.placed_at
+        AND NOT (j.min_replicas IS NOT NULL AND lower(a.during) > j.placed_at))
     OR (j.finished_at IS NOT NULL AND upper(a.during) > j.finished_at)
 UNION ALL
 SELECT 4, j.id, NULL, 'job''s times are out of order: ' || concat_ws('; ',
@@ -287,4 +290,22 @@ SELECT 10, NULL, n.name, format('the node is in %s and %s at overlapping times',
   FROM gangsched.bookings b1
   JOIN gangsched.bookings b2 ON b1.id < b2.id AND b1.node_ids && b2.node_ids AND b1.starts < b2.ends AND b2.starts < b1.ends
   JOIN gangsched.nodes n ON n.id = ANY (b1.node_ids) AND n.id = ANY (b2.node_ids)
+UNION ALL
+-- 11. elastic gangs (docs/elastic.md): a job holds (or, nominated, is held
+--     capacity for) a whole number of replicas between its minimum and its
+--     maximum, and asks for its maximum while it waits; each replica's
+--     groups are whole (invariant 3 checks their ranks and domains)
+SELECT 11, g.id, NULL, format('elastic job is %s with %s workers; replicas of %s workers from %s to %s are allowed%s',
+                              g.state, g.workers, g.group_size * g.stages, g.min_replicas,
+                              g.max_workers / (g.group_size * g.stages),
+                              CASE WHEN g.state = 'pending' THEN format(', and a waiting job asks for all %s', g.max_workers) ELSE '' END)
+  FROM gangsched.gangs g
+ WHERE g.min_replicas IS NOT NULL
+   AND (g.max_workers IS NULL OR g.workers % (g.group_size * g.stages) <> 0
+        OR g.workers < g.min_replicas * g.group_size * g.stages OR g.workers > g.max_workers
+        OR (g.state = 'pending' AND g.workers <> g.max_workers))
+UNION ALL
+SELECT 11, g.id, NULL, format('rigid job has max_workers %s', g.max_workers)
+  FROM gangsched.gangs g
+ WHERE g.min_replicas IS NULL AND g.max_workers IS NOT NULL
 $$;

@@ -57,6 +57,7 @@ BEGIN
             ('usage', 'gangsched_operator, gangsched_analyst'),
             ('utilization', 'gangsched_operator, gangsched_analyst'),
             ('snapshot', 'gangsched_operator, gangsched_analyst'),
+            ('replica_history', 'gangsched_operator, gangsched_analyst'),
             ('queue_waits', 'gangsched_operator, gangsched_analyst'),
             ('preemption_summary', 'gangsched_operator, gangsched_analyst'),
             ('queue_depth', 'gangsched_operator, gangsched_analyst'),

@@ -6658,3 +6658,1275 @@ SELECT 10, NULL, n.name, format('the node is in %s and %s at overlapping times',
   JOIN gangsched.nodes n ON n.id = ANY (b1.node_ids) AND n.id = ANY (b2.node_ids)
 $$;
 
+
+-- ==== elastic: elastic gangs (issue 17; docs/elastic.md) ====
+-- An elastic job runs on any whole number of data-parallel replicas
+-- between min_replicas and the number it was submitted with (a replica is
+-- group_size × stages workers). max_workers is the submitted gang; workers
+-- is what the job asks for while it waits (= max_workers) and what it
+-- holds while it holds capacity (the size a round placed or nominated it
+-- at). Both are NULL for a rigid job, whose workers never change.
+ALTER TABLE gangsched.gangs
+    ADD COLUMN min_replicas int CHECK (min_replicas >= 1),
+    ADD COLUMN max_workers  int,
+    ADD CONSTRAINT gangs_elastic_check CHECK (
+        (min_replicas IS NULL) = (max_workers IS NULL)
+        AND max_workers % (group_size * stages) = 0
+        AND workers <= max_workers
+        AND min_replicas::bigint * group_size * stages <= workers);
+-- gangs_archive takes the same columns, in the same order (LIKE gangs in a fresh install: no constraints)
+ALTER TABLE gangsched.gangs_archive ADD COLUMN min_replicas int, ADD COLUMN max_workers int;
+
+-- The round reads the elastic gangs that hold capacity (to grow them,
+-- src/loader.c): none in the index when no elastic job runs.
+CREATE INDEX gangs_elastic_held_idx ON gangsched.gangs (id)
+    WHERE min_replicas IS NOT NULL AND state IN ('placed', 'running');
+
+-- An elastic job's minimum (submit() and resize()): between 1 and the
+-- replicas of the gang, workers / (group_size × stages) (22023). NULL is
+-- a rigid job. Returns the workers of the minimum (the whole gang when rigid).
+CREATE FUNCTION gangsched._check_min_replicas(workers int, group_size int, stages int, min_replicas int) RETURNS int
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    r int := workers / (group_size * stages);
+BEGIN
+    IF min_replicas IS NULL THEN
+        RETURN workers;
+    END IF;
+    IF min_replicas < 1 OR min_replicas > r THEN
+        RAISE EXCEPTION 'min_replicas must be between 1 and %, not %', r, min_replicas
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('The job has %s data-parallel replica%s of %s worker%s (group_size × stages); an elastic job runs on min_replicas to all of them.',
+                                  r, CASE WHEN r = 1 THEN '' ELSE 's' END, group_size * stages,
+                                  CASE WHEN group_size * stages = 1 THEN '' ELSE 's' END),
+                  HINT = format('Give min_replicas from 1 to %s, or leave it out for a rigid gang.', r);
+    END IF;
+    RETURN min_replicas * group_size * stages;
+END $$;
+
+DROP FUNCTION gangsched.submit(text, int, numeric, numeric, numeric, numeric, text, int, bool, text, int, text, int,
+                               text, text, text, numeric, text, text, interval, interval, interval, text, interval,
+                               bigint[], text, text);
+CREATE OR REPLACE FUNCTION gangsched.submit(team text, workers int, gpus numeric, cpus numeric DEFAULT 0,
+                                 mem_gb numeric DEFAULT 0, net_gbps numeric DEFAULT 0, name text DEFAULT NULL,
+                                 priority int DEFAULT 0, preemptible bool DEFAULT true, pool text DEFAULT NULL,
+                                 group_size int DEFAULT 1, group_span text DEFAULT 'node', stages int DEFAULT 1,
+                                 stage_span text DEFAULT NULL, span text DEFAULT NULL, gpu_model text DEFAULT NULL,
+                                 gpu_mem_gb numeric DEFAULT NULL, dataset text DEFAULT NULL, locality text DEFAULT 'none',
+                                 checkpoint_interval interval DEFAULT NULL, grace interval DEFAULT NULL,
+                                 queue_timeout interval DEFAULT NULL, command text DEFAULT NULL,
+                                 time_limit interval DEFAULT NULL,
+                                 after bigint[] DEFAULT NULL, after_mode text DEFAULT 'ok',
+                                 reservation text DEFAULT NULL, min_replicas int DEFAULT NULL)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    j gangsched.gangs;
+    minw int;
+BEGIN
+    j.team_id := gangsched._team_id(team);
+    PERFORM gangsched._require_team(j.team_id, format('submit to team "%s"', team));
+    IF workers IS NULL OR workers < 1 THEN
+        RAISE EXCEPTION 'workers must be at least 1, not %', COALESCE(workers::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'A gang has one or more workers.';
+    END IF;
+    PERFORM gangsched._check_amount(gpus, 'gpus', false, 64);
+    PERFORM gangsched._check_amount(cpus, 'cpus', false, 1e6);
+    PERFORM gangsched._check_amount(mem_gb, 'mem_gb', false, 1e9);
+    PERFORM gangsched._check_amount(net_gbps, 'net_gbps', false, 1e9);
+    PERFORM gangsched._check_amount(gpu_mem_gb, 'gpu_mem_gb', true, 1e6);
+    PERFORM gangsched._check_label(name, 'job name', 200);
+    PERFORM gangsched._check_text(command, 'command', 65536);
+    IF dataset IS NOT NULL THEN
+        PERFORM gangsched._check_name(dataset, 'dataset name');
+    END IF;
+    IF gpu_model IS NOT NULL THEN
+        PERFORM gangsched._check_name(gpu_model, 'gpu model');
+    END IF;
+    PERFORM gangsched._check_worker_shape(workers, gpus, cpus, mem_gb, net_gbps, group_size, stages);
+    minw := gangsched._check_min_replicas(workers, group_size, stages, min_replicas);
+    IF locality IS NULL OR locality NOT IN ('none', 'preferred', 'required') THEN
+        RAISE EXCEPTION 'invalid locality "%"', locality
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Use ''none'', ''preferred'' or ''required''.';
+    END IF;
+    IF locality <> 'none' AND dataset IS NULL THEN
+        RAISE EXCEPTION 'locality % needs a dataset', locality
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Name the dataset, or use locality ''none''.';
+    END IF;
+    IF locality <> 'none' AND NOT EXISTS (SELECT FROM gangsched.datasets d WHERE d.dataset = submit.dataset) THEN
+        RAISE EXCEPTION 'unknown dataset "%"', dataset
+            USING ERRCODE = 'foreign_key_violation',
+                  DETAIL = 'No node caches that dataset.',
+                  HINT = 'Cache it first with gangsched.cache_dataset(node, dataset), or submit with locality ''none''.';
+    END IF;
+    IF preemptible IS NULL OR priority IS NULL THEN
+        RAISE EXCEPTION 'preemptible and priority must not be null'
+            USING ERRCODE = 'null_value_not_allowed', HINT = 'Leave them out to take the defaults.';
+    END IF;
+    PERFORM gangsched._check_interval(checkpoint_interval, 'checkpoint_interval', false);
+    PERFORM gangsched._check_interval(grace, 'grace', true);
+    PERFORM gangsched._check_interval(queue_timeout, 'queue_timeout', false);
+    PERFORM gangsched._check_team_limits(j.team_id, workers);
+    -- its own limit, else the team's or the global default; never above the maximum
+    j.time_limit := gangsched._resolve_time_limit(j.team_id, time_limit);
+    -- a reservation to run in (73_reservations.sql): a portal names only its teams'
+    IF reservation IS NOT NULL THEN
+        j.reservation_id := gangsched._submit_reservation(reservation);
+    END IF;
+    IF pool IS NOT NULL THEN
+        j.pool_id := gangsched._pool_id(pool);
+        IF NOT preemptible AND (SELECT kind FROM gangsched.pools WHERE id = j.pool_id) = 'opportunistic' THEN
+            RAISE EXCEPTION 'non-preemptible job cannot run in opportunistic pool "%"', pool
+                USING ERRCODE = 'invalid_parameter_value',
+                      DETAIL = 'Everything in an opportunistic pool is preemptible.',
+                      HINT = 'Submit it to a reserved pool, or as preemptible.';
+        END IF;
+    END IF;
+    j.group_span := gangsched._level_depth(COALESCE(group_span, 'node'), 'group_span');
+    j.stage_span := gangsched._level_depth(stage_span, 'stage_span');
+    j.span := gangsched._level_depth(span, 'span');
+    IF j.stage_span > j.group_span OR j.span > j.stage_span OR j.span > j.group_span THEN
+        RAISE EXCEPTION 'spans are not nested: group_span % must lie inside stage_span %, inside span %',
+              COALESCE(group_span, 'node'), COALESCE(stage_span, '-'), COALESCE(span, '-')
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'A tensor group lies inside its pipeline replica, which lies inside the gang.',
+                  HINT = 'Give group_span a level no wider than stage_span, and stage_span no wider than span.';
+    END IF;
+
+    j.workers := workers; j.gpus := gpus; j.cpus := cpus; j.mem_gb := mem_gb; j.net_gbps := net_gbps;
+    j.name := name; j.priority := priority; j.preemptible := preemptible;
+    j.group_size := group_size; j.stages := stages;
+    j.gpu_model := CASE WHEN gpus > 0 THEN gpu_model END;
+    j.gpu_mem_gb := CASE WHEN gpus > 0 THEN gpu_mem_gb END;
+    j.dataset := dataset; j.locality := locality;
+    -- the C fast path admits in microseconds; anything it does not certify
+    -- goes through the SQL checks, which raise the precise error. An
+    -- elastic job is admitted when its minimum could ever run.
+    j.workers := minw;
+    IF NOT gangsched._admit_fast(j) THEN
+        PERFORM gangsched._admit(j);
+    END IF;
+    j.workers := workers;
+
+    -- last, so the listed jobs are locked for the shortest time (58_dependencies.sql)
+    IF after IS NOT NULL THEN
+        SELECT c.after_jobs, c.waiting_for INTO j.after_jobs, j.waiting_for
+          FROM gangsched._check_after(j.team_id, after, after_mode) c;
+        j.after_mode := CASE WHEN j.after_jobs IS NOT NULL THEN after_mode END;
+    END IF;
+    INSERT INTO gangsched.gangs (team_id, name, workers, gpus, cpus, mem_gb, net_gbps, gpu_model, gpu_mem_gb,
+                                priority, preemptible, pool_id, group_size, group_span, stages, stage_span, span,
+                                dataset, locality, checkpoint_interval, grace, queue_timeout, command,
+                                queue_pos, submitted_at, queued_at, time_limit, after_jobs, after_mode, waiting_for, reason,
+                                reservation_id, min_replicas, max_workers)
+    VALUES (j.team_id, name, workers, gpus, cpus, mem_gb, net_gbps, j.gpu_model, j.gpu_mem_gb,
+            priority, preemptible, j.pool_id, group_size, j.group_span, stages, j.stage_span, j.span,
+            dataset, locality, checkpoint_interval, grace, queue_timeout, command,
+            nextval('gangsched.queue_position_seq'), gangsched.now(), gangsched.now(), j.time_limit,
+            j.after_jobs, j.after_mode, j.waiting_for,
+            CASE WHEN j.waiting_for IS NOT NULL THEN gangsched._waiting_reason(j.waiting_for, j.after_mode) END,
+            j.reservation_id, min_replicas, CASE WHEN min_replicas IS NOT NULL THEN workers END)
+    RETURNING id INTO j.id;
+    -- the event, and its count for gangsched.metrics in the same statement
+    -- (the events trigger leaves 'submitted' to this: sql/src/75_metrics.sql)
+    WITH e AS (
+        INSERT INTO gangsched.events (at, kind, job, team_id, reason)
+        VALUES (gangsched.now(), 'submitted', j.id, j.team_id, 'admitted')
+        RETURNING team_id)
+    INSERT INTO gangsched.metric_deltas (name, team_id, label, value)
+    SELECT 'jobs_submitted', e.team_id, '', 1 FROM e;
+    PERFORM gangsched._wake();
+    RETURN j.id;
+END $$;
+
+DROP FUNCTION gangsched.resize(bigint, int, numeric);
+-- A pending job asks for another number of workers, other GPUs per
+-- worker or (elastic gangs, docs/elastic.md) another minimum of replicas
+-- (min_replicas; a rigid job given one becomes elastic): it keeps its id, queue position and submit time, the request is
+-- checked as submit checks it (same SQLSTATEs; nothing changes when a check
+-- fails), and a 'resized' event records both shapes. Only a pending job
+-- can be resized: a round that read the old shape places or nominates the
+-- job only if its shape is still the one it chose for (src/round.c), so a
+-- resize racing a round never leaves a job holding the wrong number of
+-- workers.
+CREATE FUNCTION gangsched.resize(job bigint, workers int DEFAULT NULL, gpus numeric DEFAULT NULL,
+                                 min_replicas int DEFAULT NULL) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    j    gangsched.gangs;
+    t    record;
+    nw   int;
+    ng   numeric;
+    ow   int;
+    og   numeric;
+    nm   int;
+    om   int;
+    minw int;
+BEGIN
+    -- the role check comes before the row lock: a refused caller locks nothing
+    SELECT * INTO j FROM gangsched.gangs g WHERE g.id = resize.job;
+    IF j.id IS NULL THEN
+        RAISE EXCEPTION 'job % does not exist', job
+            USING ERRCODE = 'foreign_key_violation', HINT = 'See gangsched.jobs for the job ids.';
+    END IF;
+    PERFORM gangsched._require_team(j.team_id, format('resize job %s', job));
+    SELECT * INTO j FROM gangsched.gangs g WHERE g.id = resize.job FOR UPDATE;
+    IF j.state <> 'pending' THEN
+        RAISE EXCEPTION 'job % is %, and only a pending job can be resized', job, j.state
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = CASE WHEN j.state = 'nominated' THEN 'Its victims are already releasing capacity for its present shape.'
+                                WHEN j.state IN ('finished', 'failed', 'cancelled', 'expired') THEN 'It has ended.'
+                                ELSE 'It holds capacity for its present shape.' END,
+                  HINT = CASE WHEN j.state IN ('finished', 'failed', 'cancelled', 'expired') THEN 'Submit a new job with the shape you need.'
+                              ELSE 'Cancel it and submit it again with the shape you need.' END;
+    END IF;
+    ow := j.workers;
+    og := j.gpus;
+    om := j.min_replicas;
+    nw := COALESCE(workers, ow);
+    ng := COALESCE(gpus, og);
+    nm := COALESCE(min_replicas, om);
+    IF nw = ow AND ng = og AND nm IS NOT DISTINCT FROM om THEN
+        RETURN;
+    END IF;
+    -- the request, checked as submit checks it (sql/src/50_jobs.sql)
+    IF nw < 1 THEN
+        RAISE EXCEPTION 'workers must be at least 1, not %', nw
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'A gang has one or more workers.';
+    END IF;
+    PERFORM gangsched._check_amount(ng, 'gpus', false, 64);
+    PERFORM gangsched._check_worker_shape(nw, ng, j.cpus, j.mem_gb, j.net_gbps, j.group_size, j.stages);
+    minw := gangsched._check_min_replicas(nw, j.group_size, j.stages, nm);
+    SELECT tm.name, tm.max_workers_per_gang INTO t FROM gangsched.teams tm WHERE tm.id = j.team_id;
+    PERFORM gangsched._check_gang_limit(t.name, t.max_workers_per_gang, nw);
+    j.workers := nw;
+    j.gpus := ng;
+    j.gpu_model := CASE WHEN ng > 0 THEN j.gpu_model END;
+    j.gpu_mem_gb := CASE WHEN ng > 0 THEN j.gpu_mem_gb END;
+    -- admitted when its minimum could ever run, as submit admits it
+    j.workers := minw;
+    IF NOT gangsched._admit_fast(j) THEN
+        PERFORM gangsched._admit(j);
+    END IF;
+    UPDATE gangsched.gangs g
+       SET workers = nw, gpus = ng, gpu_model = j.gpu_model, gpu_mem_gb = j.gpu_mem_gb,
+           min_replicas = nm, max_workers = CASE WHEN nm IS NOT NULL THEN nw END,
+           reason = CASE WHEN g.waiting_for IS NULL THEN NULL ELSE g.reason END
+     WHERE g.id = resize.job;
+    PERFORM gangsched._event('resized', job, NULL, j.team_id,
+                             format('%s workers × %s GPUs, was %s × %s', nw, ng, ow, og)
+                             || CASE WHEN nm IS NOT NULL OR om IS NOT NULL
+                                     THEN format('; min_replicas %s, was %s', COALESCE(nm::text, 'none'), COALESCE(om::text, 'none'))
+                                     ELSE '' END,
+                             jsonb_build_object('workers', nw, 'gpus', ng, 'was_workers', ow, 'was_gpus', og)
+                             || CASE WHEN nm IS NOT NULL OR om IS NOT NULL
+                                     THEN jsonb_build_object('min_replicas', nm, 'was_min_replicas', om)
+                                     ELSE '{}'::jsonb END);
+    PERFORM gangsched._wake();
+END $$;
+
+-- Put live jobs back in the queue at their old positions, set-based: end
+-- their allocations (history kept), drop capacity held for them, count the
+-- work lost since their last checkpoint. Returns how many were requeued.
+-- The one requeue: rounds (start timeouts, src/round.c), kills at the grace
+-- deadline, releases and a node going down all call it; each 'requeued'
+-- event says the state the job left and the work it lost.
+CREATE OR REPLACE FUNCTION gangsched._requeue_many(jobs bigint[], why text, agent_event text DEFAULT 'kill',
+                                        at timestamptz DEFAULT NULL) RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+    n int;
+    t timestamptz := COALESCE(at, gangsched.now());   -- one time for the whole requeue
+BEGIN
+    IF jobs IS NULL OR cardinality(jobs) = 0 THEN
+        RETURN 0;
+    END IF;
+    PERFORM gangsched._end_allocations(jobs, why, agent_event, t);
+    DELETE FROM gangsched.holds WHERE job = ANY (jobs);
+    -- the work lost is computed from the rows as they were: RETURNING sees
+    -- the updated row, whose started_at is already cleared
+    WITH o AS (
+        SELECT g.id, g.state, gangsched._lost_gpu_seconds(g, t) AS lost FROM gangsched.gangs g
+         WHERE g.id = ANY (jobs) AND g.state IN ('nominated', 'placed', 'running', 'preempting')),
+    r AS (
+        UPDATE gangsched.gangs g
+           SET state = 'pending', placed_at = NULL, started_at = NULL, started_nodes = '{}', borrowed = false,
+               workers = COALESCE(g.max_workers, g.workers),   -- an elastic job asks for its whole gang again
+               preempt_deadline = NULL, preempted_for = NULL, requeues = g.requeues + 1,
+               preemptions = g.preemptions + (g.state = 'preempting')::int,
+               queued_at = t,
+               lost_gpu_seconds = g.lost_gpu_seconds + o.lost, reason = why
+          FROM o
+         WHERE g.id = o.id
+        RETURNING g.id, g.team_id, o.state, o.lost)
+    INSERT INTO gangsched.events (at, kind, job, team_id, reason, detail)
+    SELECT t, 'requeued', r.id, r.team_id, why, jsonb_build_object('from', r.state, 'lost_gpu_seconds', round(r.lost, 3))
+      FROM r;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END $$;
+
+-- Place nominated jobs whose victims have all let go, on exactly the
+-- capacity held for them (gangsched.holds), in this transaction. With a job
+-- id, only that one. Returns how many were placed.
+--
+-- Whether a preemptor runs as guaranteed or borrowed work is settled here,
+-- now that its victims are gone: its team's current use in the pool plus
+-- the gang, against the team's nominal quota there (every governed
+-- resource: gangsched._beyond_nominal, the rule the rounds apply). The round decided it while the victims still held their
+-- capacity, which makes a priority preemptor look beyond its team's quota
+-- when the swap keeps the team within it.
+CREATE OR REPLACE FUNCTION gangsched._place_ready_nominated(only_job bigint DEFAULT NULL) RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+    ready bigint[];
+    jid   bigint;
+    t     timestamptz;
+BEGIN
+    -- Ready: none of its own victims is still preempting, and no slot it
+    -- holds is still allocated (a round may let a preemptor wait for what
+    -- an earlier preemptor of the round left of its victims: those are not
+    -- its own victims).
+    SELECT array_agg(g.id ORDER BY g.id) INTO ready
+      FROM gangsched.gangs g
+     WHERE g.state = 'nominated' AND (only_job IS NULL OR g.id = only_job)
+       AND NOT EXISTS (SELECT FROM gangsched.gangs v WHERE v.preempted_for = g.id AND v.state = 'preempting')
+       AND NOT EXISTS (SELECT FROM gangsched.holds h
+                         CROSS JOIN LATERAL gangsched._slots(h.devices, h.first_slice, h.slices) s
+                         JOIN gangsched.held_slots hs ON hs.node_id = h.node_id AND hs.slot = s.slot
+                        WHERE h.job = g.id);
+    IF ready IS NULL THEN
+        RETURN 0;
+    END IF;
+    -- Lock them and keep those still nominated: a concurrent release may
+    -- have placed one, a cancel cancelled it. The state test must be in the
+    -- locking query itself: after waiting for a lock, READ COMMITTED checks
+    -- its WHERE against the row as committed, while a join would read the
+    -- version of this statement's snapshot.
+    SELECT array_agg(l.id ORDER BY l.id) INTO ready
+      FROM (SELECT g.id FROM gangsched.gangs g
+             WHERE g.id = ANY (ready) AND g.state = 'nominated'
+             ORDER BY g.id FOR UPDATE) l;
+    IF ready IS NULL THEN
+        RETURN 0;
+    END IF;
+    -- the clock rule: stamped after the locking read saw the victims' releases
+    t := gangsched.now();
+    -- one job at a time, so that a team's second preemptor counts the first
+    FOREACH jid IN ARRAY ready LOOP
+        UPDATE gangsched.gangs g
+           SET borrowed = gangsched._beyond_nominal(
+                   g.team_id, p.pool_id,
+                   ARRAY[g.workers * g.gpus, g.workers * g.cpus, g.workers * g.mem_gb, g.workers * g.net_gbps],
+                   (SELECT ARRAY[COALESCE(sum(a.gpus), 0), COALESCE(sum(a.cpus), 0),
+                                 COALESCE(sum(a.mem_gb), 0), COALESCE(sum(a.net_gbps), 0)]
+                      FROM gangsched.allocations a JOIN gangsched.nodes n ON n.id = a.node_id
+                     WHERE upper_inf(a.during) AND a.team_id = g.team_id AND n.pool_id = p.pool_id))
+          FROM (SELECT (SELECT n.pool_id FROM gangsched.holds h JOIN gangsched.nodes n ON n.id = h.node_id
+                         WHERE h.job = jid LIMIT 1) AS pool_id) p
+         WHERE g.id = jid;
+        INSERT INTO gangsched.allocations (job, worker, node_id, team_id, devices, first_slice, slices, gpus, cpus,
+                                           mem_gb, net_gbps, borrowed, during)
+        SELECT h.job, h.worker, h.node_id, g.team_id, h.devices, h.first_slice, h.slices, g.gpus, h.cpus,
+               h.mem_gb, h.net_gbps, g.borrowed, tstzrange(t, NULL)
+          FROM gangsched.holds h JOIN gangsched.gangs g ON g.id = h.job
+         WHERE h.job = jid;
+    END LOOP;
+    INSERT INTO gangsched.held_slots (node_id, slot, job, worker)
+    SELECT h.node_id, s.slot, h.job, h.worker
+      FROM gangsched.holds h, gangsched._slots(h.devices, h.first_slice, h.slices) s
+     WHERE h.job = ANY (ready);
+    -- an elastic gang's notice carries the size it starts at (docs/elastic.md)
+    PERFORM pg_notify('gangsched_node_' || x.node_id,
+                      CASE WHEN x.min_replicas IS NULL THEN json_build_object('event', 'start', 'job', x.job)
+                           ELSE json_build_object('event', 'start', 'job', x.job, 'world_size', x.workers,
+                                                  'replicas', x.workers / (x.group_size * x.stages)) END::text)
+       FROM (SELECT DISTINCT h.job, h.node_id, g.workers, g.min_replicas, g.group_size, g.stages
+               FROM gangsched.holds h JOIN gangsched.gangs g ON g.id = h.job
+              WHERE h.job = ANY (ready) ORDER BY 1, 2) x;
+    DELETE FROM gangsched.holds WHERE job = ANY (ready);
+    -- the events and their counts for gangsched.metrics (the events
+    -- trigger leaves 'placed' to its writers: sql/src/75_metrics.sql)
+    WITH p AS (
+        UPDATE gangsched.gangs g
+           SET state = 'placed', placed_at = t, started_at = NULL, started_nodes = '{}', reason = NULL
+         WHERE g.id = ANY (ready) AND g.state = 'nominated'
+        RETURNING g.id, g.team_id, g.borrowed, g.queued_at),
+    c AS (
+        INSERT INTO gangsched.metric_deltas (name, team_id, label, value)
+        SELECT x.name, p.team_id, x.label, sum(x.value)
+          FROM p CROSS JOIN LATERAL gangsched._event_counts('placed', NULL, NULL, date_part('epoch', t - p.queued_at)) x
+         GROUP BY 1, 2, 3)
+    INSERT INTO gangsched.events (at, kind, job, team_id, reason)
+    SELECT t, 'placed', p.id, p.team_id,
+           CASE WHEN p.borrowed THEN 'placed on the capacity its victims released, as borrowed capacity'
+                ELSE 'placed on the capacity its victims released, within nominal quota' END
+      FROM p;
+    RETURN cardinality(ready);
+END $$;
+
+-- The replicas each job held over time (elastic gangs, docs/elastic.md;
+-- a rigid job holds all of its replicas whenever it holds anything): one
+-- row per job and interval of [from, to) in which the number of its
+-- allocations stayed the same, from the allocation history. `until` is
+-- NULL while still held. Jobs archived (archive_history()) are not shown:
+-- their allocations went with them.
+CREATE FUNCTION gangsched.replica_history("from" timestamptz, "to" timestamptz)
+RETURNS TABLE (job bigint, name text, team text, since timestamptz, until timestamptz, workers int,
+               replicas int, min_replicas int, max_replicas int)
+LANGUAGE sql STABLE SET jit = off AS $$
+WITH a AS (
+    SELECT x.job, x.team_id, x.during FROM gangsched.allocations x
+     WHERE x.during && tstzrange($1, $2)),
+pts AS (
+    SELECT a.job, lower(a.during) AS t FROM a
+    UNION
+    SELECT a.job, upper(a.during) FROM a WHERE NOT upper_inf(a.during)),
+seg AS (
+    SELECT p.job, p.t AS since, lead(p.t) OVER (PARTITION BY p.job ORDER BY p.t) AS until FROM pts p),
+held AS (
+    SELECT s.job, s.since, s.until,
+           -- after a job's last change point only what is still held counts
+           (SELECT count(*) FROM a WHERE a.job = s.job AND a.during @> s.since
+                                     AND (s.until IS NOT NULL OR upper_inf(a.during)))::int AS n
+      FROM seg s),
+shape AS (
+    SELECT g.id, g.name, g.team_id, g.group_size * g.stages AS unit, g.min_replicas,
+           COALESCE(g.max_workers, g.workers) AS max_workers FROM gangsched.gangs g)
+SELECT h.job, s.name, t.name, h.since, h.until, h.n, h.n / s.unit, s.min_replicas, s.max_workers / s.unit
+  FROM held h JOIN shape s ON s.id = h.job JOIN gangsched.teams t ON t.id = s.team_id
+ WHERE h.n > 0 AND h.since < $2
+ ORDER BY h.job, h.since
+$$;
+
+-- One row per violation; none when healthy. Numbers as in docs/invariants.md.
+-- jit is off: the unnest/generate_series estimates make the plan look costly
+-- enough to JIT-compile (seconds) although the rows are few.
+CREATE OR REPLACE FUNCTION gangsched.check_invariants()
+RETURNS TABLE (invariant int, job bigint, node text, detail text)
+LANGUAGE sql STABLE SET jit = off AS $$
+WITH cur AS (
+    SELECT a.*, n.name AS node_name, n.topology
+      FROM gangsched.allocations a JOIN gangsched.nodes n ON n.id = a.node_id
+     WHERE upper_inf(a.during)),
+cur_slots AS (
+    SELECT c.job, c.worker, c.node_id, s.device, s.slot
+      FROM cur c, gangsched._slots(c.devices, c.first_slice, c.slices) s),
+hist_slots AS (
+    SELECT a.id, a.job, a.node_id, s.slot, a.during
+      FROM gangsched.allocations a, gangsched._slots(a.devices, a.first_slice, a.slices) s),
+hist_ordered AS (
+    SELECT h.*, lag(upper(h.during)) OVER w AS prev_upper, lag(h.job) OVER w AS prev_job
+      FROM hist_slots h WINDOW w AS (PARTITION BY h.node_id, h.slot ORDER BY lower(h.during), upper(h.during)))
+-- 1. slices: held rows match current allocations; no overlap in history;
+--    slices stay within their device.
+SELECT 1, cs.job, n.name, format('slot %s (device %s) of a current allocation is not in held_slots', cs.slot, cs.device)
+  FROM cur_slots cs JOIN gangsched.nodes n ON n.id = cs.node_id
+ WHERE NOT EXISTS (SELECT FROM gangsched.held_slots h WHERE h.node_id = cs.node_id AND h.slot = cs.slot AND h.job = cs.job AND h.worker = cs.worker)
+UNION ALL
+SELECT 1, h.job, COALESCE(n.name, '#' || h.node_id), format('held slot %s belongs to no current allocation of job %s', h.slot, h.job)
+  FROM gangsched.held_slots h LEFT JOIN gangsched.nodes n ON n.id = h.node_id
+ WHERE NOT EXISTS (SELECT FROM cur_slots cs WHERE cs.node_id = h.node_id AND cs.slot = h.slot AND cs.job = h.job AND cs.worker = h.worker)
+UNION ALL
+SELECT 1, o.job, n.name, format('device slot %s held by jobs %s and %s at overlapping times: job %s until %s, job %s from %s',
+                                o.slot, o.prev_job, o.job, o.prev_job, o.prev_upper, o.job, lower(o.during))
+  FROM hist_ordered o JOIN gangsched.nodes n ON n.id = o.node_id
+ WHERE o.prev_upper > lower(o.during)
+UNION ALL
+SELECT 1, c.job, c.node_name, CASE WHEN d.device >= n.gpus OR d.device < 0
+                                   THEN format('allocation %s uses device %s but the node has %s', c.id, d.device,
+                                               CASE WHEN n.gpus = 0 THEN 'no devices' ELSE format('devices 0..%s', n.gpus - 1) END)
+                                   ELSE format('allocation %s uses slices %s..%s of device %s, which has slices 0..%s',
+                                               c.id, c.first_slice, c.first_slice + c.slices - 1, d.device, n.gpu_slices - 1) END
+  FROM cur c JOIN gangsched.nodes n ON n.id = c.node_id, unnest(c.devices) d(device)
+ WHERE d.device >= n.gpus OR d.device < 0 OR c.first_slice < 0 OR c.first_slice + c.slices > n.gpu_slices
+UNION ALL
+-- 2. host resources not over-committed
+SELECT 2, NULL, n.name, format('node over-committed: cpus %s/%s, mem_gb %s/%s, net_gbps %s/%s',
+                               s.cpus, n.cpus, s.mem, n.mem_gb, s.net, n.net_gbps)
+  FROM (SELECT node_id, sum(cpus) cpus, sum(mem_gb) mem, sum(net_gbps) net FROM cur GROUP BY node_id) s
+  JOIN gangsched.nodes n ON n.id = s.node_id
+ WHERE s.cpus > n.cpus OR s.mem > n.mem_gb OR s.net > n.net_gbps
+UNION ALL
+-- 3. live jobs hold exactly their workers, in shape; other jobs hold nothing
+SELECT 3, j.id, NULL, format('job is %s and holds %s allocations (ranks %s distinct) for %s workers',
+                             j.state, COALESCE(s.n, 0), COALESCE(s.ranks, 0), j.workers)
+  FROM gangsched.gangs j
+  LEFT JOIN (SELECT c.job, count(*) n, count(DISTINCT c.worker) FILTER (WHERE c.worker < g.workers) ranks
+               FROM cur c JOIN gangsched.gangs g ON g.id = c.job GROUP BY c.job) s ON s.job = j.id
+ WHERE (j.state IN ('placed', 'running', 'preempting') AND (s.n IS DISTINCT FROM j.workers OR s.ranks IS DISTINCT FROM j.workers::bigint))
+    OR (j.state NOT IN ('placed', 'running', 'preempting') AND s.n > 0)
+UNION ALL
+SELECT 3, a.job, CASE WHEN n.id IS NULL THEN '#' || a.node_id ELSE n.name END,
+       format('current allocation %s belongs to %s', a.id,
+              CASE WHEN n.id IS NULL THEN 'a node that does not exist' ELSE 'a job that does not exist' END)
+  FROM gangsched.allocations a LEFT JOIN gangsched.nodes n ON n.id = a.node_id
+ WHERE upper_inf(a.during)
+   AND (n.id IS NULL OR NOT EXISTS (SELECT FROM gangsched.gangs g WHERE g.id = a.job))
+UNION ALL
+SELECT 3, c.job, c.node_name, format('worker %s holds %s GPUs (%s devices × %s slices), %s cpus, %s mem_gb, %s net_gbps; the job asks for %s, %s, %s, %s',
+                                     c.worker, c.gpus, cardinality(c.devices), c.slices, c.cpus, c.mem_gb, c.net_gbps, j.gpus, j.cpus, j.mem_gb, j.net_gbps)
+       || CASE WHEN j.gpus > 0 AND j.gpu_model IS NOT NULL AND n.gpu_model IS DISTINCT FROM j.gpu_model
+               THEN format('; the node''s devices are %s, the job asks for %s', COALESCE(n.gpu_model, 'of no model'), j.gpu_model) ELSE '' END
+       || CASE WHEN j.gpus > 0 AND j.gpu_mem_gb IS NOT NULL AND COALESCE(n.gpu_mem_gb, 0) < j.gpu_mem_gb
+               THEN format('; the node''s devices have %s GB, the job asks for %s', COALESCE(n.gpu_mem_gb, 0), j.gpu_mem_gb) ELSE '' END
+       || CASE WHEN j.pool_id IS NOT NULL AND n.pool_id <> j.pool_id THEN '; the node is outside the job''s pool' ELSE '' END
+  FROM cur c JOIN gangsched.gangs j ON j.id = c.job JOIN gangsched.nodes n ON n.id = c.node_id
+ WHERE c.cpus <> j.cpus OR c.mem_gb <> j.mem_gb OR c.net_gbps <> j.net_gbps OR c.gpus <> j.gpus
+    OR (j.gpus >= 1 AND (cardinality(c.devices) <> j.gpus OR c.first_slice <> 0 OR c.slices <> n.gpu_slices))
+    OR (j.gpus > 0 AND j.gpus < 1 AND (cardinality(c.devices) <> 1 OR c.slices <> gangsched._slices_needed(j.gpus, n.gpu_slices)))
+    OR (j.gpus = 0 AND cardinality(c.devices) <> 0)
+    OR (j.gpus > 0 AND j.gpu_model IS NOT NULL AND n.gpu_model IS DISTINCT FROM j.gpu_model)
+    OR (j.gpus > 0 AND j.gpu_mem_gb IS NOT NULL AND COALESCE(n.gpu_mem_gb, 0) < j.gpu_mem_gb)
+    OR (j.pool_id IS NOT NULL AND n.pool_id <> j.pool_id)
+UNION ALL
+SELECT 3, s.job, NULL, format('%s %s spans %s %s domains', s.what, s.k, s.domains, COALESCE(gangsched._level_name(s.depth), 'pool'))
+  FROM (SELECT c.job, 'tensor group' what, c.worker / j.group_size k, j.group_span depth,
+               count(DISTINCT gangsched._domain(c.topology, c.node_name, j.group_span)) domains
+          FROM cur c JOIN gangsched.gangs j ON j.id = c.job GROUP BY 1, 2, 3, 4
+        UNION ALL
+        SELECT c.job, 'pipeline replica', c.worker / (j.group_size * j.stages), j.stage_span,
+               count(DISTINCT gangsched._domain(c.topology, c.node_name, j.stage_span))
+          FROM cur c JOIN gangsched.gangs j ON j.id = c.job WHERE j.stage_span IS NOT NULL GROUP BY 1, 2, 3, 4
+        UNION ALL
+        SELECT c.job, 'gang', 0, j.span, count(DISTINCT gangsched._domain(c.topology, c.node_name, j.span))
+          FROM cur c JOIN gangsched.gangs j ON j.id = c.job WHERE j.span IS NOT NULL GROUP BY 1, 2, 3, 4
+        UNION ALL
+        SELECT c.job, 'gang', 0, NULL::smallint, count(DISTINCT n.pool_id)
+          FROM cur c JOIN gangsched.nodes n ON n.id = c.node_id GROUP BY 1, 2, 3, 4) s
+ WHERE s.domains > 1
+UNION ALL
+SELECT 3, c.job, c.node_name, format('worker %s of a %s job is on a node that does not cache %s', c.worker, j.locality, j.dataset)
+  FROM cur c JOIN gangsched.gangs j ON j.id = c.job
+ WHERE j.locality = 'required'
+   AND NOT EXISTS (SELECT FROM gangsched.datasets d WHERE d.node_id = c.node_id AND d.dataset = j.dataset)
+UNION ALL
+-- 4. allocation time ranges inside the job's placed interval; history guards on
+SELECT 4, a.job, NULL, format('allocation %s (%s) lies outside job''s placed interval [%s, %s)', a.id, a.during,
+                              COALESCE(j.placed_at, j.submitted_at), j.finished_at)
+  FROM gangsched.allocations a JOIN gangsched.gangs j ON j.id = a.job
+ WHERE lower(a.during) < j.submitted_at
+    -- a current allocation began with the placement; an elastic gang's
+    -- grown workers later (docs/elastic.md), never before it
+    OR (upper_inf(a.during) AND lower(a.during) IS DISTINCT FROM j.placed_at
+        AND NOT (j.min_replicas IS NOT NULL AND lower(a.during) > j.placed_at))
+    OR (j.finished_at IS NOT NULL AND upper(a.during) > j.finished_at)
+UNION ALL
+SELECT 4, j.id, NULL, 'job''s times are out of order: ' || concat_ws('; ',
+           CASE WHEN j.queued_at < j.submitted_at THEN format('queued at %s, before it was submitted at %s', j.queued_at, j.submitted_at) END,
+           CASE WHEN j.placed_at < j.queued_at THEN format('placed at %s, before it was queued at %s', j.placed_at, j.queued_at) END,
+           CASE WHEN j.started_at < j.placed_at THEN format('started at %s, before it was placed at %s', j.started_at, j.placed_at) END,
+           CASE WHEN j.finished_at < COALESCE(j.placed_at, j.queued_at)
+                THEN format('finished at %s, before it was %s at %s', j.finished_at,
+                            CASE WHEN j.placed_at IS NOT NULL THEN 'placed' ELSE 'queued' END, COALESCE(j.placed_at, j.queued_at)) END)
+  FROM gangsched.gangs j
+ WHERE j.queued_at < j.submitted_at OR j.placed_at < j.queued_at OR j.started_at < j.placed_at
+    OR j.finished_at < COALESCE(j.placed_at, j.queued_at)
+UNION ALL
+SELECT 4, a.job, NULL, format('allocation %s (%s) belongs to a job that does not exist', a.id, a.during)
+  FROM gangsched.allocations a
+ WHERE NOT EXISTS (SELECT FROM gangsched.gangs g WHERE g.id = a.job)
+UNION ALL
+SELECT 4, NULL, NULL, format('history guard trigger %s on %s is missing or disabled', g.tgname, g.rel)
+  FROM (VALUES ('allocations_update_guard', 'gangsched.allocations'), ('allocations_delete_guard', 'gangsched.allocations'),
+               ('events_append_only', 'gangsched.events'), ('allocations_archive_guard', 'gangsched.allocations'),
+               ('events_archive_guard', 'gangsched.events'), ('gangs_archive_guard', 'gangsched.gangs'),
+               ('gangs_truncate_guard', 'gangsched.gangs')) g(tgname, rel)
+ WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_trigger t
+                    WHERE t.tgrelid = g.rel::regclass AND t.tgname = g.tgname AND t.tgenabled IN ('O', 'A'))
+UNION ALL
+-- 5. a nominated job's held capacity is not allocated to another job
+--    (victims still draining excepted: its own, or those of an earlier
+--    preemptor of the same round whose rest it waits for, as its
+--    'nominated' event records them in waits_for)
+SELECT 5, h.job, n.name, format('slot %s held for nominated job %s is allocated to job %s (%s)', hs.slot, h.job, hs.job, v.state)
+  FROM gangsched.holds h JOIN gangsched.nodes n ON n.id = h.node_id
+ CROSS JOIN LATERAL gangsched._slots(h.devices, h.first_slice, h.slices) s
+  JOIN gangsched.held_slots hs ON hs.node_id = h.node_id AND hs.slot = s.slot
+  JOIN gangsched.gangs v ON v.id = hs.job
+ WHERE hs.job <> h.job
+   AND NOT (v.state = 'preempting'
+            AND (v.preempted_for = h.job
+                 OR EXISTS (SELECT FROM gangsched.events e
+                             WHERE e.job = h.job AND e.kind = 'nominated'
+                               AND e.detail->'waits_for' @> to_jsonb(v.id))))
+UNION ALL
+SELECT 5, NULL, n.name, format('node over-committed with the capacity held on it: held cpus %s, mem_gb %s, net_gbps %s, allocated to others %s, %s, %s; the node has %s, %s, %s',
+                               h.cpus, h.mem, h.net, COALESCE(o.cpus, 0), COALESCE(o.mem, 0), COALESCE(o.net, 0), n.cpus, n.mem_gb, n.net_gbps)
+  FROM (SELECT node_id, sum(cpus) cpus, sum(mem_gb) mem, sum(net_gbps) net FROM gangsched.holds GROUP BY node_id) h
+  JOIN gangsched.nodes n ON n.id = h.node_id
+  LEFT JOIN (SELECT c.node_id, sum(c.cpus) cpus, sum(c.mem_gb) mem, sum(c.net_gbps) net
+               FROM cur c JOIN gangsched.gangs v ON v.id = c.job
+              WHERE NOT (v.state = 'preempting'
+                         AND EXISTS (SELECT FROM gangsched.holds h2
+                                      WHERE h2.node_id = c.node_id
+                                        AND (h2.job = v.preempted_for
+                                             OR EXISTS (SELECT FROM gangsched.events e
+                                                         WHERE e.job = h2.job AND e.kind = 'nominated'
+                                                           AND e.detail->'waits_for' @> to_jsonb(v.id)))))
+              GROUP BY c.node_id) o ON o.node_id = h.node_id
+ WHERE h.cpus + COALESCE(o.cpus, 0) > n.cpus OR h.mem + COALESCE(o.mem, 0) > n.mem_gb OR h.net + COALESCE(o.net, 0) > n.net_gbps
+UNION ALL
+SELECT 5, h.job, NULL, format('job holds capacity but is %s', j.state)
+  FROM (SELECT DISTINCT job FROM gangsched.holds) h JOIN gangsched.gangs j ON j.id = h.job
+ WHERE j.state <> 'nominated'
+UNION ALL
+SELECT 5, h.job, n.name, format('two nominated jobs hold slot %s', s.slot)
+  FROM gangsched.holds h JOIN gangsched.nodes n ON n.id = h.node_id,
+       gangsched._slots(h.devices, h.first_slice, h.slices) s
+ WHERE EXISTS (SELECT FROM gangsched.holds h2, gangsched._slots(h2.devices, h2.first_slice, h2.slices) s2
+                WHERE h2.node_id = h.node_id AND h2.job < h.job AND s2.slot = s.slot)
+UNION ALL
+-- 6. inventory: each node's device rows are exactly its declared GPUs, and
+--    its equivalence class has its shape (admission reasons over classes).
+SELECT 6, NULL, n.name, format('node declares %s GPUs of %s slices but its device rows are %s', n.gpus, n.gpu_slices,
+                               COALESCE(dv.list, 'none'))
+  FROM gangsched.nodes n
+  LEFT JOIN LATERAL (SELECT count(*) AS cnt, string_agg(d.idx || ':' || d.slices, ', ' ORDER BY d.idx) AS list,
+                            bool_and(d.idx < n.gpus AND d.slices = n.gpu_slices) AS ok
+                       FROM gangsched.devices d WHERE d.node_id = n.id) dv ON true
+ WHERE dv.cnt <> n.gpus OR NOT COALESCE(dv.ok, true)
+UNION ALL
+SELECT 6, NULL, n.name, format('node''s shape (pool %s, %s cpus, %s GB, %s Gb/s, %s GPUs) differs from its class %s',
+                               n.pool_id, n.cpus, n.mem_gb, n.net_gbps, n.gpus, n.class_id)
+  FROM gangsched.nodes n JOIN gangsched.node_classes c ON c.id = n.class_id
+ WHERE (n.pool_id, n.cpus, n.mem_gb, n.net_gbps, n.gpus, n.gpu_model, n.gpu_mem_gb, n.gpu_slices)
+       IS DISTINCT FROM (c.pool_id, c.cpus, c.mem_gb, c.net_gbps, c.gpus, c.gpu_model, c.gpu_mem_gb, c.gpu_slices)
+UNION ALL
+-- 7. the privilege boundary: no role but the owner may write gangsched's
+--    tables or sequences (operators may read them, the other roles only the
+--    views), nobody else may create in its schema, PUBLIC executes nothing.
+SELECT 7, NULL, NULL, format('%s has %s on %s', CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_get_userbyid(a.grantee) END,
+                             a.privilege_type, c.oid::regclass)
+  FROM pg_catalog.pg_class c CROSS JOIN LATERAL aclexplode(c.relacl) a
+ WHERE c.relnamespace = 'gangsched'::regnamespace AND c.relkind IN ('r', 'p', 'S', 'v', 'm')
+   AND a.grantee <> c.relowner
+   AND NOT (a.grantee <> 0 AND (SELECT rolsuper FROM pg_catalog.pg_roles WHERE oid = a.grantee))
+   AND NOT (a.privilege_type = 'SELECT' AND a.grantee <> 0
+            AND pg_get_userbyid(a.grantee) = 'gangsched_operator')
+   AND NOT (a.privilege_type = 'SELECT' AND c.relkind = 'v' AND a.grantee <> 0
+            AND pg_get_userbyid(a.grantee) IN ('gangsched_portal', 'gangsched_analyst'))
+UNION ALL
+SELECT 7, NULL, NULL, format('%s may %s in schema gangsched', CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_get_userbyid(a.grantee) END,
+                             a.privilege_type)
+  FROM pg_catalog.pg_namespace s CROSS JOIN LATERAL aclexplode(s.nspacl) a
+ WHERE s.nspname = 'gangsched' AND a.grantee <> s.nspowner
+   AND NOT (a.privilege_type = 'USAGE' AND a.grantee <> 0
+            AND pg_get_userbyid(a.grantee) IN ('gangsched_operator', 'gangsched_portal', 'gangsched_agent', 'gangsched_analyst'))
+UNION ALL
+SELECT 7, NULL, NULL, format('PUBLIC may execute %s', p.oid::regprocedure)
+  FROM pg_catalog.pg_proc p
+ WHERE p.pronamespace = 'gangsched'::regnamespace
+   AND (p.proacl IS NULL OR EXISTS (SELECT FROM aclexplode(p.proacl) a WHERE a.grantee = 0))
+UNION ALL
+-- 8. dependencies: only pending jobs wait, and only for jobs of their own
+--    team that they listed and that have not ended (58_dependencies.sql)
+SELECT 8, g.id, NULL,
+       CASE WHEN g.state <> 'pending' THEN format('job is %s but still waits for jobs %s', g.state, g.waiting_for)
+            WHEN NOT (g.waiting_for <@ COALESCE(g.after_jobs, '{}')) THEN
+                 format('job waits for jobs %s but listed only %s', g.waiting_for, COALESCE(g.after_jobs, '{}'))
+            ELSE format('job waits for job %s, which %s', x.id,
+                        CASE WHEN x.state IS NULL THEN 'does not exist'
+                             WHEN x.team_id <> g.team_id THEN 'belongs to another team'
+                             ELSE 'has ended (' || x.state || ')' END) END
+  FROM gangsched.gangs g
+  LEFT JOIN LATERAL (SELECT w.id, d.state, d.team_id FROM unnest(g.waiting_for) w(id)
+                       LEFT JOIN gangsched.gangs d ON d.id = w.id
+                      WHERE d.id IS NULL OR d.team_id <> g.team_id
+                         OR d.state IN ('finished', 'failed', 'cancelled', 'expired')
+                      ORDER BY w.id LIMIT 1) x ON true
+ WHERE g.waiting_for IS NOT NULL
+   AND (g.state <> 'pending' OR NOT (g.waiting_for <@ COALESCE(g.after_jobs, '{}')) OR x.id IS NOT NULL)
+UNION ALL
+-- 9. the team tree (docs/fairness.md, "Team trees"): every team is reached
+--    from a top-level team (no cycle), only leaf teams have live jobs, and
+--    the GPUs of the nearest quotas below a team's quota in a pool fit in it
+SELECT 9, NULL, NULL, format('team %s is not reached from a top-level team (its parents form a cycle)', t.name)
+  FROM gangsched.teams t
+ WHERE NOT EXISTS (SELECT FROM gangsched._team_tree x WHERE x.team_id = t.id)
+UNION ALL
+SELECT 9, g.id, NULL, format('job of team %s, which has subteams, is %s', t.name, g.state)
+  FROM gangsched.gangs g JOIN gangsched.teams t ON t.id = g.team_id
+ WHERE g.state IN ('pending', 'nominated', 'placed', 'running', 'preempting')
+   AND EXISTS (SELECT FROM gangsched.teams c WHERE c.parent_id = g.team_id)
+UNION ALL
+SELECT 9, NULL, NULL, format('the teams below %s hold %s GPUs of nominal quota in pool %s, more than its %s',
+                             pt.name, k.below, pl.name, pq.gpus)
+  FROM (SELECT gangsched._quota_parent(q.team_id, q.pool_id) AS parent, q.pool_id, sum(q.gpus) AS below
+          FROM gangsched.quotas q
+          -- teams reached from the top only: a cycle is reported above,
+          -- and walking up one would not end
+          JOIN gangsched._team_tree t ON t.team_id = q.team_id
+         WHERE t.parent_id IS NOT NULL
+         GROUP BY 1, 2) k
+  JOIN gangsched.quotas pq ON pq.team_id = k.parent AND pq.pool_id = k.pool_id
+  JOIN gangsched.teams pt ON pt.id = k.parent
+  JOIN gangsched.pools pl ON pl.id = k.pool_id
+ WHERE k.below > pq.gpus
+UNION ALL
+-- 10. elastic gangs (docs/elastic.md): a job holds (or, nominated, is held
+--     capacity for) a whole number of replicas between its minimum and its
+--     maximum, and asks for its maximum while it waits; each replica's
+--     groups are whole (invariant 3 checks their ranks and domains)
+SELECT 10, g.id, NULL, format('elastic job is %s with %s workers; replicas of %s workers from %s to %s are allowed%s',
+                              g.state, g.workers, g.group_size * g.stages, g.min_replicas,
+                              g.max_workers / (g.group_size * g.stages),
+                              CASE WHEN g.state = 'pending' THEN format(', and a waiting job asks for all %s', g.max_workers) ELSE '' END)
+  FROM gangsched.gangs g
+ WHERE g.min_replicas IS NOT NULL
+   AND (g.max_workers IS NULL OR g.workers % (g.group_size * g.stages) <> 0
+        OR g.workers < g.min_replicas * g.group_size * g.stages OR g.workers > g.max_workers
+        OR (g.state = 'pending' AND g.workers <> g.max_workers))
+UNION ALL
+SELECT 10, g.id, NULL, format('rigid job has max_workers %s', g.max_workers)
+  FROM gangsched.gangs g
+ WHERE g.min_replicas IS NULL AND g.max_workers IS NOT NULL
+$$;
+
+-- The portal's view of jobs (the table underneath is gangsched.gangs:
+-- every job is a gang). Each role sees what docs/security.md says: a
+-- portal its teams' jobs, an analyst and an operator every job; the command
+-- only of its own teams' jobs (an operator: every command).
+CREATE OR REPLACE VIEW gangsched.jobs AS
+SELECT j.id AS job, t.name AS team, j.name, j.state, j.workers, j.gpus, j.cpus, j.mem_gb, j.net_gbps,
+       j.priority, j.preemptible, j.borrowed, p.name AS pool,
+       j.group_size, gangsched._level_name(j.group_span) AS group_span, j.stages,
+       gangsched._level_name(j.stage_span) AS stage_span, gangsched._level_name(j.span) AS span,
+       j.gpu_model, j.gpu_mem_gb, j.dataset, j.locality,
+       j.submitted_at, j.placed_at, j.started_at, j.finished_at, j.preempt_deadline, j.last_checkpoint_at,
+       j.preemptions, j.requeues, j.lost_gpu_seconds, j.reason, j.message, j.queue_pos,
+       CASE WHEN v.all_commands OR j.team_id = ANY (v.teams) THEN j.command END AS command,
+       j.checkpoint_interval, j.grace, j.queue_timeout,
+       j.after_jobs, j.after_mode, j.waiting_for, j.time_limit,
+       -- elastic gangs (docs/elastic.md): the replicas it holds (asks for while it waits), its range
+       j.workers / (j.group_size * j.stages) AS replicas, j.min_replicas,
+       COALESCE(j.max_workers, j.workers) / (j.group_size * j.stages) AS max_replicas
+  FROM gangsched._visibility() v
+  JOIN gangsched.gangs j ON v.all_rows OR j.team_id = ANY (v.teams)
+  JOIN gangsched.teams t ON t.id = j.team_id
+  LEFT JOIN gangsched.pools p ON p.id = j.pool_id;
+
+-- ==== merge (elastic after resv): the functions both changed, as in sql/src ====
+
+CREATE OR REPLACE FUNCTION gangsched.check_invariants()
+RETURNS TABLE (invariant int, job bigint, node text, detail text)
+LANGUAGE sql STABLE SET jit = off AS $$
+WITH cur AS (
+    SELECT a.*, n.name AS node_name, n.topology
+      FROM gangsched.allocations a JOIN gangsched.nodes n ON n.id = a.node_id
+     WHERE upper_inf(a.during)),
+cur_slots AS (
+    SELECT c.job, c.worker, c.node_id, s.device, s.slot
+      FROM cur c, gangsched._slots(c.devices, c.first_slice, c.slices) s),
+hist_slots AS (
+    SELECT a.id, a.job, a.node_id, s.slot, a.during
+      FROM gangsched.allocations a, gangsched._slots(a.devices, a.first_slice, a.slices) s),
+hist_ordered AS (
+    SELECT h.*, lag(upper(h.during)) OVER w AS prev_upper, lag(h.job) OVER w AS prev_job
+      FROM hist_slots h WINDOW w AS (PARTITION BY h.node_id, h.slot ORDER BY lower(h.during), upper(h.during)))
+-- 1. slices: held rows match current allocations; no overlap in history;
+--    slices stay within their device.
+SELECT 1, cs.job, n.name, format('slot %s (device %s) of a current allocation is not in held_slots', cs.slot, cs.device)
+  FROM cur_slots cs JOIN gangsched.nodes n ON n.id = cs.node_id
+ WHERE NOT EXISTS (SELECT FROM gangsched.held_slots h WHERE h.node_id = cs.node_id AND h.slot = cs.slot AND h.job = cs.job AND h.worker = cs.worker)
+UNION ALL
+SELECT 1, h.job, COALESCE(n.name, '#' || h.node_id), format('held slot %s belongs to no current allocation of job %s', h.slot, h.job)
+  FROM gangsched.held_slots h LEFT JOIN gangsched.nodes n ON n.id = h.node_id
+ WHERE NOT EXISTS (SELECT FROM cur_slots cs WHERE cs.node_id = h.node_id AND cs.slot = h.slot AND cs.job = h.job AND cs.worker = h.worker)
+UNION ALL
+SELECT 1, o.job, n.name, format('device slot %s held by jobs %s and %s at overlapping times: job %s until %s, job %s from %s',
+                                o.slot, o.prev_job, o.job, o.prev_job, o.prev_upper, o.job, lower(o.during))
+  FROM hist_ordered o JOIN gangsched.nodes n ON n.id = o.node_id
+ WHERE o.prev_upper > lower(o.during)
+UNION ALL
+SELECT 1, c.job, c.node_name, CASE WHEN d.device >= n.gpus OR d.device < 0
+                                   THEN format('allocation %s uses device %s but the node has %s', c.id, d.device,
+                                               CASE WHEN n.gpus = 0 THEN 'no devices' ELSE format('devices 0..%s', n.gpus - 1) END)
+                                   ELSE format('allocation %s uses slices %s..%s of device %s, which has slices 0..%s',
+                                               c.id, c.first_slice, c.first_slice + c.slices - 1, d.device, n.gpu_slices - 1) END
+  FROM cur c JOIN gangsched.nodes n ON n.id = c.node_id, unnest(c.devices) d(device)
+ WHERE d.device >= n.gpus OR d.device < 0 OR c.first_slice < 0 OR c.first_slice + c.slices > n.gpu_slices
+UNION ALL
+-- 2. host resources not over-committed
+SELECT 2, NULL, n.name, format('node over-committed: cpus %s/%s, mem_gb %s/%s, net_gbps %s/%s',
+                               s.cpus, n.cpus, s.mem, n.mem_gb, s.net, n.net_gbps)
+  FROM (SELECT node_id, sum(cpus) cpus, sum(mem_gb) mem, sum(net_gbps) net FROM cur GROUP BY node_id) s
+  JOIN gangsched.nodes n ON n.id = s.node_id
+ WHERE s.cpus > n.cpus OR s.mem > n.mem_gb OR s.net > n.net_gbps
+UNION ALL
+-- 3. live jobs hold exactly their workers, in shape; other jobs hold nothing
+SELECT 3, j.id, NULL, format('job is %s and holds %s allocations (ranks %s distinct) for %s workers',
+                             j.state, COALESCE(s.n, 0), COALESCE(s.ranks, 0), j.workers)
+  FROM gangsched.gangs j
+  LEFT JOIN (SELECT c.job, count(*) n, count(DISTINCT c.worker) FILTER (WHERE c.worker < g.workers) ranks
+               FROM cur c JOIN gangsched.gangs g ON g.id = c.job GROUP BY c.job) s ON s.job = j.id
+ WHERE (j.state IN ('placed', 'running', 'preempting') AND (s.n IS DISTINCT FROM j.workers OR s.ranks IS DISTINCT FROM j.workers::bigint))
+    OR (j.state NOT IN ('placed', 'running', 'preempting') AND s.n > 0)
+UNION ALL
+SELECT 3, a.job, CASE WHEN n.id IS NULL THEN '#' || a.node_id ELSE n.name END,
+       format('current allocation %s belongs to %s', a.id,
+              CASE WHEN n.id IS NULL THEN 'a node that does not exist' ELSE 'a job that does not exist' END)
+  FROM gangsched.allocations a LEFT JOIN gangsched.nodes n ON n.id = a.node_id
+ WHERE upper_inf(a.during)
+   AND (n.id IS NULL OR NOT EXISTS (SELECT FROM gangsched.gangs g WHERE g.id = a.job))
+UNION ALL
+SELECT 3, c.job, c.node_name, format('worker %s holds %s GPUs (%s devices × %s slices), %s cpus, %s mem_gb, %s net_gbps; the job asks for %s, %s, %s, %s',
+                                     c.worker, c.gpus, cardinality(c.devices), c.slices, c.cpus, c.mem_gb, c.net_gbps, j.gpus, j.cpus, j.mem_gb, j.net_gbps)
+       || CASE WHEN j.gpus > 0 AND j.gpu_model IS NOT NULL AND n.gpu_model IS DISTINCT FROM j.gpu_model
+               THEN format('; the node''s devices are %s, the job asks for %s', COALESCE(n.gpu_model, 'of no model'), j.gpu_model) ELSE '' END
+       || CASE WHEN j.gpus > 0 AND j.gpu_mem_gb IS NOT NULL AND COALESCE(n.gpu_mem_gb, 0) < j.gpu_mem_gb
+               THEN format('; the node''s devices have %s GB, the job asks for %s', COALESCE(n.gpu_mem_gb, 0), j.gpu_mem_gb) ELSE '' END
+       || CASE WHEN j.pool_id IS NOT NULL AND n.pool_id <> j.pool_id THEN '; the node is outside the job''s pool' ELSE '' END
+  FROM cur c JOIN gangsched.gangs j ON j.id = c.job JOIN gangsched.nodes n ON n.id = c.node_id
+ WHERE c.cpus <> j.cpus OR c.mem_gb <> j.mem_gb OR c.net_gbps <> j.net_gbps OR c.gpus <> j.gpus
+    OR (j.gpus >= 1 AND (cardinality(c.devices) <> j.gpus OR c.first_slice <> 0 OR c.slices <> n.gpu_slices))
+    OR (j.gpus > 0 AND j.gpus < 1 AND (cardinality(c.devices) <> 1 OR c.slices <> gangsched._slices_needed(j.gpus, n.gpu_slices)))
+    OR (j.gpus = 0 AND cardinality(c.devices) <> 0)
+    OR (j.gpus > 0 AND j.gpu_model IS NOT NULL AND n.gpu_model IS DISTINCT FROM j.gpu_model)
+    OR (j.gpus > 0 AND j.gpu_mem_gb IS NOT NULL AND COALESCE(n.gpu_mem_gb, 0) < j.gpu_mem_gb)
+    OR (j.pool_id IS NOT NULL AND n.pool_id <> j.pool_id)
+UNION ALL
+SELECT 3, s.job, NULL, format('%s %s spans %s %s domains', s.what, s.k, s.domains, COALESCE(gangsched._level_name(s.depth), 'pool'))
+  FROM (SELECT c.job, 'tensor group' what, c.worker / j.group_size k, j.group_span depth,
+               count(DISTINCT gangsched._domain(c.topology, c.node_name, j.group_span)) domains
+          FROM cur c JOIN gangsched.gangs j ON j.id = c.job GROUP BY 1, 2, 3, 4
+        UNION ALL
+        SELECT c.job, 'pipeline replica', c.worker / (j.group_size * j.stages), j.stage_span,
+               count(DISTINCT gangsched._domain(c.topology, c.node_name, j.stage_span))
+          FROM cur c JOIN gangsched.gangs j ON j.id = c.job WHERE j.stage_span IS NOT NULL GROUP BY 1, 2, 3, 4
+        UNION ALL
+        SELECT c.job, 'gang', 0, j.span, count(DISTINCT gangsched._domain(c.topology, c.node_name, j.span))
+          FROM cur c JOIN gangsched.gangs j ON j.id = c.job WHERE j.span IS NOT NULL GROUP BY 1, 2, 3, 4
+        UNION ALL
+        SELECT c.job, 'gang', 0, NULL::smallint, count(DISTINCT n.pool_id)
+          FROM cur c JOIN gangsched.nodes n ON n.id = c.node_id GROUP BY 1, 2, 3, 4) s
+ WHERE s.domains > 1
+UNION ALL
+SELECT 3, c.job, c.node_name, format('worker %s of a %s job is on a node that does not cache %s', c.worker, j.locality, j.dataset)
+  FROM cur c JOIN gangsched.gangs j ON j.id = c.job
+ WHERE j.locality = 'required'
+   AND NOT EXISTS (SELECT FROM gangsched.datasets d WHERE d.node_id = c.node_id AND d.dataset = j.dataset)
+UNION ALL
+-- 4. allocation time ranges inside the job's placed interval; history guards on
+SELECT 4, a.job, NULL, format('allocation %s (%s) lies outside job''s placed interval [%s, %s)', a.id, a.during,
+                              COALESCE(j.placed_at, j.submitted_at), j.finished_at)
+  FROM gangsched.allocations a JOIN gangsched.gangs j ON j.id = a.job
+ WHERE lower(a.during) < j.submitted_at
+    -- a current allocation began with the placement; an elastic gang's
+    -- grown workers later (docs/elastic.md), never before it
+    OR (upper_inf(a.during) AND lower(a.during) IS DISTINCT FROM j.placed_at
+        AND NOT (j.min_replicas IS NOT NULL AND lower(a.during) > j.placed_at))
+    OR (j.finished_at IS NOT NULL AND upper(a.during) > j.finished_at)
+UNION ALL
+SELECT 4, j.id, NULL, 'job''s times are out of order: ' || concat_ws('; ',
+           CASE WHEN j.queued_at < j.submitted_at THEN format('queued at %s, before it was submitted at %s', j.queued_at, j.submitted_at) END,
+           CASE WHEN j.placed_at < j.queued_at THEN format('placed at %s, before it was queued at %s', j.placed_at, j.queued_at) END,
+           CASE WHEN j.started_at < j.placed_at THEN format('started at %s, before it was placed at %s', j.started_at, j.placed_at) END,
+           CASE WHEN j.finished_at < COALESCE(j.placed_at, j.queued_at)
+                THEN format('finished at %s, before it was %s at %s', j.finished_at,
+                            CASE WHEN j.placed_at IS NOT NULL THEN 'placed' ELSE 'queued' END, COALESCE(j.placed_at, j.queued_at)) END)
+  FROM gangsched.gangs j
+ WHERE j.queued_at < j.submitted_at OR j.placed_at < j.queued_at OR j.started_at < j.placed_at
+    OR j.finished_at < COALESCE(j.placed_at, j.queued_at)
+UNION ALL
+SELECT 4, a.job, NULL, format('allocation %s (%s) belongs to a job that does not exist', a.id, a.during)
+  FROM gangsched.allocations a
+ WHERE NOT EXISTS (SELECT FROM gangsched.gangs g WHERE g.id = a.job)
+UNION ALL
+SELECT 4, NULL, NULL, format('history guard trigger %s on %s is missing or disabled', g.tgname, g.rel)
+  FROM (VALUES ('allocations_update_guard', 'gangsched.allocations'), ('allocations_delete_guard', 'gangsched.allocations'),
+               ('events_append_only', 'gangsched.events'), ('allocations_archive_guard', 'gangsched.allocations'),
+               ('events_archive_guard', 'gangsched.events'), ('gangs_archive_guard', 'gangsched.gangs'),
+               ('gangs_truncate_guard', 'gangsched.gangs')) g(tgname, rel)
+ WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_trigger t
+                    WHERE t.tgrelid = g.rel::regclass AND t.tgname = g.tgname AND t.tgenabled IN ('O', 'A'))
+UNION ALL
+-- 5. a nominated job's held capacity is not allocated to another job
+--    (victims still draining excepted: its own, or those of an earlier
+--    preemptor of the same round whose rest it waits for, as its
+--    'nominated' event records them in waits_for)
+SELECT 5, h.job, n.name, format('slot %s held for nominated job %s is allocated to job %s (%s)', hs.slot, h.job, hs.job, v.state)
+  FROM gangsched.holds h JOIN gangsched.nodes n ON n.id = h.node_id
+ CROSS JOIN LATERAL gangsched._slots(h.devices, h.first_slice, h.slices) s
+  JOIN gangsched.held_slots hs ON hs.node_id = h.node_id AND hs.slot = s.slot
+  JOIN gangsched.gangs v ON v.id = hs.job
+ WHERE hs.job <> h.job
+   AND NOT (v.state = 'preempting'
+            AND (v.preempted_for = h.job
+                 OR EXISTS (SELECT FROM gangsched.events e
+                             WHERE e.job = h.job AND e.kind = 'nominated'
+                               AND e.detail->'waits_for' @> to_jsonb(v.id))))
+UNION ALL
+SELECT 5, NULL, n.name, format('node over-committed with the capacity held on it: held cpus %s, mem_gb %s, net_gbps %s, allocated to others %s, %s, %s; the node has %s, %s, %s',
+                               h.cpus, h.mem, h.net, COALESCE(o.cpus, 0), COALESCE(o.mem, 0), COALESCE(o.net, 0), n.cpus, n.mem_gb, n.net_gbps)
+  FROM (SELECT node_id, sum(cpus) cpus, sum(mem_gb) mem, sum(net_gbps) net FROM gangsched.holds GROUP BY node_id) h
+  JOIN gangsched.nodes n ON n.id = h.node_id
+  LEFT JOIN (SELECT c.node_id, sum(c.cpus) cpus, sum(c.mem_gb) mem, sum(c.net_gbps) net
+               FROM cur c JOIN gangsched.gangs v ON v.id = c.job
+              WHERE NOT (v.state = 'preempting'
+                         AND EXISTS (SELECT FROM gangsched.holds h2
+                                      WHERE h2.node_id = c.node_id
+                                        AND (h2.job = v.preempted_for
+                                             OR EXISTS (SELECT FROM gangsched.events e
+                                                         WHERE e.job = h2.job AND e.kind = 'nominated'
+                                                           AND e.detail->'waits_for' @> to_jsonb(v.id)))))
+              GROUP BY c.node_id) o ON o.node_id = h.node_id
+ WHERE h.cpus + COALESCE(o.cpus, 0) > n.cpus OR h.mem + COALESCE(o.mem, 0) > n.mem_gb OR h.net + COALESCE(o.net, 0) > n.net_gbps
+UNION ALL
+SELECT 5, h.job, NULL, format('job holds capacity but is %s', j.state)
+  FROM (SELECT DISTINCT job FROM gangsched.holds) h JOIN gangsched.gangs j ON j.id = h.job
+ WHERE j.state <> 'nominated'
+UNION ALL
+SELECT 5, h.job, n.name, format('two nominated jobs hold slot %s', s.slot)
+  FROM gangsched.holds h JOIN gangsched.nodes n ON n.id = h.node_id,
+       gangsched._slots(h.devices, h.first_slice, h.slices) s
+ WHERE EXISTS (SELECT FROM gangsched.holds h2, gangsched._slots(h2.devices, h2.first_slice, h2.slices) s2
+                WHERE h2.node_id = h.node_id AND h2.job < h.job AND s2.slot = s.slot)
+UNION ALL
+-- 6. inventory: each node's device rows are exactly its declared GPUs, and
+--    its equivalence class has its shape (admission reasons over classes).
+SELECT 6, NULL, n.name, format('node declares %s GPUs of %s slices but its device rows are %s', n.gpus, n.gpu_slices,
+                               COALESCE(dv.list, 'none'))
+  FROM gangsched.nodes n
+  LEFT JOIN LATERAL (SELECT count(*) AS cnt, string_agg(d.idx || ':' || d.slices, ', ' ORDER BY d.idx) AS list,
+                            bool_and(d.idx < n.gpus AND d.slices = n.gpu_slices) AS ok
+                       FROM gangsched.devices d WHERE d.node_id = n.id) dv ON true
+ WHERE dv.cnt <> n.gpus OR NOT COALESCE(dv.ok, true)
+UNION ALL
+SELECT 6, NULL, n.name, format('node''s shape (pool %s, %s cpus, %s GB, %s Gb/s, %s GPUs) differs from its class %s',
+                               n.pool_id, n.cpus, n.mem_gb, n.net_gbps, n.gpus, n.class_id)
+  FROM gangsched.nodes n JOIN gangsched.node_classes c ON c.id = n.class_id
+ WHERE (n.pool_id, n.cpus, n.mem_gb, n.net_gbps, n.gpus, n.gpu_model, n.gpu_mem_gb, n.gpu_slices)
+       IS DISTINCT FROM (c.pool_id, c.cpus, c.mem_gb, c.net_gbps, c.gpus, c.gpu_model, c.gpu_mem_gb, c.gpu_slices)
+UNION ALL
+-- 7. the privilege boundary: no role but the owner may write gangsched's
+--    tables or sequences (operators may read them, the other roles only the
+--    views), nobody else may create in its schema, PUBLIC executes nothing.
+SELECT 7, NULL, NULL, format('%s has %s on %s', CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_get_userbyid(a.grantee) END,
+                             a.privilege_type, c.oid::regclass)
+  FROM pg_catalog.pg_class c CROSS JOIN LATERAL aclexplode(c.relacl) a
+ WHERE c.relnamespace = 'gangsched'::regnamespace AND c.relkind IN ('r', 'p', 'S', 'v', 'm')
+   AND a.grantee <> c.relowner
+   AND NOT (a.grantee <> 0 AND (SELECT rolsuper FROM pg_catalog.pg_roles WHERE oid = a.grantee))
+   AND NOT (a.privilege_type = 'SELECT' AND a.grantee <> 0
+            AND pg_get_userbyid(a.grantee) = 'gangsched_operator')
+   AND NOT (a.privilege_type = 'SELECT' AND c.relkind = 'v' AND a.grantee <> 0
+            AND pg_get_userbyid(a.grantee) IN ('gangsched_portal', 'gangsched_analyst'))
+UNION ALL
+SELECT 7, NULL, NULL, format('%s may %s in schema gangsched', CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_get_userbyid(a.grantee) END,
+                             a.privilege_type)
+  FROM pg_catalog.pg_namespace s CROSS JOIN LATERAL aclexplode(s.nspacl) a
+ WHERE s.nspname = 'gangsched' AND a.grantee <> s.nspowner
+   AND NOT (a.privilege_type = 'USAGE' AND a.grantee <> 0
+            AND pg_get_userbyid(a.grantee) IN ('gangsched_operator', 'gangsched_portal', 'gangsched_agent', 'gangsched_analyst'))
+UNION ALL
+SELECT 7, NULL, NULL, format('PUBLIC may execute %s', p.oid::regprocedure)
+  FROM pg_catalog.pg_proc p
+ WHERE p.pronamespace = 'gangsched'::regnamespace
+   AND (p.proacl IS NULL OR EXISTS (SELECT FROM aclexplode(p.proacl) a WHERE a.grantee = 0))
+UNION ALL
+-- 8. dependencies: only pending jobs wait, and only for jobs of their own
+--    team that they listed and that have not ended (58_dependencies.sql)
+SELECT 8, g.id, NULL,
+       CASE WHEN g.state <> 'pending' THEN format('job is %s but still waits for jobs %s', g.state, g.waiting_for)
+            WHEN NOT (g.waiting_for <@ COALESCE(g.after_jobs, '{}')) THEN
+                 format('job waits for jobs %s but listed only %s', g.waiting_for, COALESCE(g.after_jobs, '{}'))
+            ELSE format('job waits for job %s, which %s', x.id,
+                        CASE WHEN x.state IS NULL THEN 'does not exist'
+                             WHEN x.team_id <> g.team_id THEN 'belongs to another team'
+                             ELSE 'has ended (' || x.state || ')' END) END
+  FROM gangsched.gangs g
+  LEFT JOIN LATERAL (SELECT w.id, d.state, d.team_id FROM unnest(g.waiting_for) w(id)
+                       LEFT JOIN gangsched.gangs d ON d.id = w.id
+                      WHERE d.id IS NULL OR d.team_id <> g.team_id
+                         OR d.state IN ('finished', 'failed', 'cancelled', 'expired')
+                      ORDER BY w.id LIMIT 1) x ON true
+ WHERE g.waiting_for IS NOT NULL
+   AND (g.state <> 'pending' OR NOT (g.waiting_for <@ COALESCE(g.after_jobs, '{}')) OR x.id IS NOT NULL)
+UNION ALL
+-- 9. the team tree (docs/fairness.md, "Team trees"): every team is reached
+--    from a top-level team (no cycle), only leaf teams have live jobs, and
+--    the GPUs of the nearest quotas below a team's quota in a pool fit in it
+SELECT 9, NULL, NULL, format('team %s is not reached from a top-level team (its parents form a cycle)', t.name)
+  FROM gangsched.teams t
+ WHERE NOT EXISTS (SELECT FROM gangsched._team_tree x WHERE x.team_id = t.id)
+UNION ALL
+SELECT 9, g.id, NULL, format('job of team %s, which has subteams, is %s', t.name, g.state)
+  FROM gangsched.gangs g JOIN gangsched.teams t ON t.id = g.team_id
+ WHERE g.state IN ('pending', 'nominated', 'placed', 'running', 'preempting')
+   AND EXISTS (SELECT FROM gangsched.teams c WHERE c.parent_id = g.team_id)
+UNION ALL
+SELECT 9, NULL, NULL, format('the teams below %s hold %s GPUs of nominal quota in pool %s, more than its %s',
+                             pt.name, k.below, pl.name, pq.gpus)
+  FROM (SELECT gangsched._quota_parent(q.team_id, q.pool_id) AS parent, q.pool_id, sum(q.gpus) AS below
+          FROM gangsched.quotas q
+          -- teams reached from the top only: a cycle is reported above,
+          -- and walking up one would not end
+          JOIN gangsched._team_tree t ON t.team_id = q.team_id
+         WHERE t.parent_id IS NOT NULL
+         GROUP BY 1, 2) k
+  JOIN gangsched.quotas pq ON pq.team_id = k.parent AND pq.pool_id = k.pool_id
+  JOIN gangsched.teams pt ON pt.id = k.parent
+  JOIN gangsched.pools pl ON pl.id = k.pool_id
+ WHERE k.below > pq.gpus
+UNION ALL
+-- 10. reservations and maintenance windows (docs/time.md): no allocation
+--     begins on a booked node inside the window for a job the booking does
+--     not permit (a maintenance window permits none; a reservation its
+--     team's subtree and the jobs that name it), and no node is in two
+--     bookings at overlapping times
+SELECT 10, a.job, n.name,
+       format('allocation begun at %s lies inside %s %s (%s to %s)', lower(a.during),
+              CASE WHEN b.team_id IS NULL THEN 'maintenance window' ELSE 'reservation' END, b.name, b.starts, b.ends)
+  FROM gangsched.bookings b
+  JOIN gangsched.allocations a ON a.node_id = ANY (b.node_ids) AND lower(a.during) >= b.starts AND lower(a.during) < b.ends
+  JOIN gangsched.gangs g ON g.id = a.job
+  JOIN gangsched.nodes n ON n.id = a.node_id
+ WHERE b.team_id IS NULL
+    OR NOT (g.reservation_id IS NOT DISTINCT FROM b.id
+            OR g.team_id IN (WITH RECURSIVE s(id) AS (SELECT b.team_id
+                                                      UNION
+                                                      SELECT t.id FROM s JOIN gangsched.teams t ON t.parent_id = s.id)
+                             SELECT s.id FROM s))
+UNION ALL
+SELECT 10, NULL, n.name, format('the node is in %s and %s at overlapping times', b1.name, b2.name)
+  FROM gangsched.bookings b1
+  JOIN gangsched.bookings b2 ON b1.id < b2.id AND b1.node_ids && b2.node_ids AND b1.starts < b2.ends AND b2.starts < b1.ends
+  JOIN gangsched.nodes n ON n.id = ANY (b1.node_ids) AND n.id = ANY (b2.node_ids)
+UNION ALL
+-- 11. elastic gangs (docs/elastic.md): a job holds (or, nominated, is held
+--     capacity for) a whole number of replicas between its minimum and its
+--     maximum, and asks for its maximum while it waits; each replica's
+--     groups are whole (invariant 3 checks their ranks and domains)
+SELECT 11, g.id, NULL, format('elastic job is %s with %s workers; replicas of %s workers from %s to %s are allowed%s',
+                              g.state, g.workers, g.group_size * g.stages, g.min_replicas,
+                              g.max_workers / (g.group_size * g.stages),
+                              CASE WHEN g.state = 'pending' THEN format(', and a waiting job asks for all %s', g.max_workers) ELSE '' END)
+  FROM gangsched.gangs g
+ WHERE g.min_replicas IS NOT NULL
+   AND (g.max_workers IS NULL OR g.workers % (g.group_size * g.stages) <> 0
+        OR g.workers < g.min_replicas * g.group_size * g.stages OR g.workers > g.max_workers
+        OR (g.state = 'pending' AND g.workers <> g.max_workers))
+UNION ALL
+SELECT 11, g.id, NULL, format('rigid job has max_workers %s', g.max_workers)
+  FROM gangsched.gangs g
+ WHERE g.min_replicas IS NULL AND g.max_workers IS NOT NULL
+$$;
+
+CREATE OR REPLACE FUNCTION gangsched._requeue_many(jobs bigint[], why text, agent_event text DEFAULT 'kill',
+                                        at timestamptz DEFAULT NULL) RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+    n int;
+    t timestamptz := COALESCE(at, gangsched.now());   -- one time for the whole requeue
+BEGIN
+    IF jobs IS NULL OR cardinality(jobs) = 0 THEN
+        RETURN 0;
+    END IF;
+    PERFORM gangsched._end_allocations(jobs, why, agent_event, t);
+    DELETE FROM gangsched.holds WHERE job = ANY (jobs);
+    -- the work lost is computed from the rows as they were: RETURNING sees
+    -- the updated row, whose started_at is already cleared
+    WITH o AS (
+        SELECT g.id, g.state, gangsched._lost_gpu_seconds(g, t) AS lost FROM gangsched.gangs g
+         WHERE g.id = ANY (jobs) AND g.state IN ('nominated', 'placed', 'running', 'preempting')),
+    r AS (
+        UPDATE gangsched.gangs g
+           SET state = 'pending', placed_at = NULL, started_at = NULL, started_nodes = '{}', borrowed = false,
+               workers = COALESCE(g.max_workers, g.workers),   -- an elastic job asks for its whole gang again
+               preempt_deadline = NULL, preempted_for = NULL, requeues = g.requeues + 1,
+               preemptions = g.preemptions + (g.state = 'preempting')::int,
+               queued_at = t,
+               lost_gpu_seconds = g.lost_gpu_seconds + o.lost, reason = why
+          FROM o
+         WHERE g.id = o.id
+        RETURNING g.id, g.team_id, o.state, o.lost)
+    INSERT INTO gangsched.events (at, kind, job, team_id, reason, detail)
+    SELECT t, 'requeued', r.id, r.team_id, why, jsonb_build_object('from', r.state, 'lost_gpu_seconds', round(r.lost, 3))
+      FROM r;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END $$;
+
+CREATE OR REPLACE FUNCTION gangsched._place_ready_nominated(only_job bigint DEFAULT NULL) RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+    ready bigint[];
+    jid   bigint;
+    t     timestamptz;
+BEGIN
+    -- Ready: none of its own victims is still preempting, and no slot it
+    -- holds is still allocated (a round may let a preemptor wait for what
+    -- an earlier preemptor of the round left of its victims: those are not
+    -- its own victims).
+    SELECT array_agg(g.id ORDER BY g.id) INTO ready
+      FROM gangsched.gangs g
+     WHERE g.state = 'nominated' AND (only_job IS NULL OR g.id = only_job)
+       AND NOT EXISTS (SELECT FROM gangsched.gangs v WHERE v.preempted_for = g.id AND v.state = 'preempting')
+       AND NOT EXISTS (SELECT FROM gangsched.holds h
+                         CROSS JOIN LATERAL gangsched._slots(h.devices, h.first_slice, h.slices) s
+                         JOIN gangsched.held_slots hs ON hs.node_id = h.node_id AND hs.slot = s.slot
+                        WHERE h.job = g.id);
+    IF ready IS NULL THEN
+        RETURN 0;
+    END IF;
+    -- Lock them and keep those still nominated: a concurrent release may
+    -- have placed one, a cancel cancelled it. The state test must be in the
+    -- locking query itself: after waiting for a lock, READ COMMITTED checks
+    -- its WHERE against the row as committed, while a join would read the
+    -- version of this statement's snapshot.
+    SELECT array_agg(l.id ORDER BY l.id) INTO ready
+      FROM (SELECT g.id FROM gangsched.gangs g
+             WHERE g.id = ANY (ready) AND g.state = 'nominated'
+             ORDER BY g.id FOR UPDATE) l;
+    IF ready IS NULL THEN
+        RETURN 0;
+    END IF;
+    -- the clock rule: stamped after the locking read saw the victims' releases
+    t := gangsched.now();
+    -- one job at a time, so that a team's second preemptor counts the first
+    FOREACH jid IN ARRAY ready LOOP
+        UPDATE gangsched.gangs g
+           SET borrowed = gangsched._beyond_nominal(
+                   g.team_id, p.pool_id,
+                   ARRAY[g.workers * g.gpus, g.workers * g.cpus, g.workers * g.mem_gb, g.workers * g.net_gbps],
+                   (SELECT ARRAY[COALESCE(sum(a.gpus), 0), COALESCE(sum(a.cpus), 0),
+                                 COALESCE(sum(a.mem_gb), 0), COALESCE(sum(a.net_gbps), 0)]
+                      FROM gangsched.allocations a JOIN gangsched.nodes n ON n.id = a.node_id
+                     WHERE upper_inf(a.during) AND a.team_id = g.team_id AND n.pool_id = p.pool_id))
+          FROM (SELECT (SELECT n.pool_id FROM gangsched.holds h JOIN gangsched.nodes n ON n.id = h.node_id
+                         WHERE h.job = jid LIMIT 1) AS pool_id) p
+         WHERE g.id = jid;
+        INSERT INTO gangsched.allocations (job, worker, node_id, team_id, devices, first_slice, slices, gpus, cpus,
+                                           mem_gb, net_gbps, borrowed, during)
+        SELECT h.job, h.worker, h.node_id, g.team_id, h.devices, h.first_slice, h.slices, g.gpus, h.cpus,
+               h.mem_gb, h.net_gbps, g.borrowed, tstzrange(t, NULL)
+          FROM gangsched.holds h JOIN gangsched.gangs g ON g.id = h.job
+         WHERE h.job = jid;
+    END LOOP;
+    INSERT INTO gangsched.held_slots (node_id, slot, job, worker)
+    SELECT h.node_id, s.slot, h.job, h.worker
+      FROM gangsched.holds h, gangsched._slots(h.devices, h.first_slice, h.slices) s
+     WHERE h.job = ANY (ready);
+    -- an elastic gang's notice carries the size it starts at (docs/elastic.md)
+    PERFORM pg_notify('gangsched_node_' || x.node_id,
+                      CASE WHEN x.min_replicas IS NULL THEN json_build_object('event', 'start', 'job', x.job)
+                           ELSE json_build_object('event', 'start', 'job', x.job, 'world_size', x.workers,
+                                                  'replicas', x.workers / (x.group_size * x.stages)) END::text)
+       FROM (SELECT DISTINCT h.job, h.node_id, g.workers, g.min_replicas, g.group_size, g.stages
+               FROM gangsched.holds h JOIN gangsched.gangs g ON g.id = h.job
+              WHERE h.job = ANY (ready) ORDER BY 1, 2) x;
+    DELETE FROM gangsched.holds WHERE job = ANY (ready);
+    -- the events and their counts for gangsched.metrics (the events
+    -- trigger leaves 'placed' to its writers: sql/src/75_metrics.sql)
+    WITH p AS (
+        UPDATE gangsched.gangs g
+           SET state = 'placed', placed_at = t, started_at = NULL, started_nodes = '{}', reason = NULL
+         WHERE g.id = ANY (ready) AND g.state = 'nominated'
+        RETURNING g.id, g.team_id, g.borrowed, g.queued_at),
+    c AS (
+        INSERT INTO gangsched.metric_deltas (name, team_id, label, value)
+        SELECT x.name, p.team_id, x.label, sum(x.value)
+          FROM p CROSS JOIN LATERAL gangsched._event_counts('placed', NULL, NULL, date_part('epoch', t - p.queued_at)) x
+         GROUP BY 1, 2, 3)
+    INSERT INTO gangsched.events (at, kind, job, team_id, reason)
+    SELECT t, 'placed', p.id, p.team_id,
+           CASE WHEN p.borrowed THEN 'placed on the capacity its victims released, as borrowed capacity'
+                ELSE 'placed on the capacity its victims released, within nominal quota' END
+      FROM p;
+    RETURN cardinality(ready);
+END $$;
+
+CREATE OR REPLACE FUNCTION gangsched.resize(job bigint, workers int DEFAULT NULL, gpus numeric DEFAULT NULL,
+                                 min_replicas int DEFAULT NULL) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    j    gangsched.gangs;
+    t    record;
+    nw   int;
+    ng   numeric;
+    ow   int;
+    og   numeric;
+    nm   int;
+    om   int;
+    minw int;
+BEGIN
+    -- the role check comes before the row lock: a refused caller locks nothing
+    SELECT * INTO j FROM gangsched.gangs g WHERE g.id = resize.job;
+    IF j.id IS NULL THEN
+        RAISE EXCEPTION 'job % does not exist', job
+            USING ERRCODE = 'foreign_key_violation', HINT = 'See gangsched.jobs for the job ids.';
+    END IF;
+    PERFORM gangsched._require_team(j.team_id, format('resize job %s', job));
+    SELECT * INTO j FROM gangsched.gangs g WHERE g.id = resize.job FOR UPDATE;
+    IF j.state <> 'pending' THEN
+        RAISE EXCEPTION 'job % is %, and only a pending job can be resized', job, j.state
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = CASE WHEN j.state = 'nominated' THEN 'Its victims are already releasing capacity for its present shape.'
+                                WHEN j.state IN ('finished', 'failed', 'cancelled', 'expired') THEN 'It has ended.'
+                                ELSE 'It holds capacity for its present shape.' END,
+                  HINT = CASE WHEN j.state IN ('finished', 'failed', 'cancelled', 'expired') THEN 'Submit a new job with the shape you need.'
+                              ELSE 'Cancel it and submit it again with the shape you need.' END;
+    END IF;
+    ow := j.workers;
+    og := j.gpus;
+    om := j.min_replicas;
+    nw := COALESCE(workers, ow);
+    ng := COALESCE(gpus, og);
+    nm := COALESCE(min_replicas, om);
+    IF nw = ow AND ng = og AND nm IS NOT DISTINCT FROM om THEN
+        RETURN;
+    END IF;
+    -- the request, checked as submit checks it (sql/src/50_jobs.sql)
+    IF nw < 1 THEN
+        RAISE EXCEPTION 'workers must be at least 1, not %', nw
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'A gang has one or more workers.';
+    END IF;
+    PERFORM gangsched._check_amount(ng, 'gpus', false, 64);
+    PERFORM gangsched._check_worker_shape(nw, ng, j.cpus, j.mem_gb, j.net_gbps, j.group_size, j.stages);
+    minw := gangsched._check_min_replicas(nw, j.group_size, j.stages, nm);
+    SELECT tm.name, tm.max_workers_per_gang INTO t FROM gangsched.teams tm WHERE tm.id = j.team_id;
+    PERFORM gangsched._check_gang_limit(t.name, t.max_workers_per_gang, nw);
+    j.workers := nw;
+    j.gpus := ng;
+    j.gpu_model := CASE WHEN ng > 0 THEN j.gpu_model END;
+    j.gpu_mem_gb := CASE WHEN ng > 0 THEN j.gpu_mem_gb END;
+    -- admitted when its minimum could ever run, as submit admits it
+    j.workers := minw;
+    IF NOT gangsched._admit_fast(j) THEN
+        PERFORM gangsched._admit(j);
+    END IF;
+    UPDATE gangsched.gangs g
+       SET workers = nw, gpus = ng, gpu_model = j.gpu_model, gpu_mem_gb = j.gpu_mem_gb,
+           min_replicas = nm, max_workers = CASE WHEN nm IS NOT NULL THEN nw END,
+           reason = CASE WHEN g.waiting_for IS NULL THEN NULL ELSE g.reason END
+     WHERE g.id = resize.job;
+    PERFORM gangsched._event('resized', job, NULL, j.team_id,
+                             format('%s workers × %s GPUs, was %s × %s', nw, ng, ow, og)
+                             || CASE WHEN nm IS NOT NULL OR om IS NOT NULL
+                                     THEN format('; min_replicas %s, was %s', COALESCE(nm::text, 'none'), COALESCE(om::text, 'none'))
+                                     ELSE '' END,
+                             jsonb_build_object('workers', nw, 'gpus', ng, 'was_workers', ow, 'was_gpus', og)
+                             || CASE WHEN nm IS NOT NULL OR om IS NOT NULL
+                                     THEN jsonb_build_object('min_replicas', nm, 'was_min_replicas', om)
+                                     ELSE '{}'::jsonb END);
+    PERFORM gangsched._wake();
+END $$;
+
+CREATE OR REPLACE VIEW gangsched.jobs AS
+SELECT j.id AS job, t.name AS team, j.name, j.state, j.workers, j.gpus, j.cpus, j.mem_gb, j.net_gbps,
+       j.priority, j.preemptible, j.borrowed, p.name AS pool,
+       j.group_size, gangsched._level_name(j.group_span) AS group_span, j.stages,
+       gangsched._level_name(j.stage_span) AS stage_span, gangsched._level_name(j.span) AS span,
+       j.gpu_model, j.gpu_mem_gb, j.dataset, j.locality,
+       j.submitted_at, j.placed_at, j.started_at, j.finished_at, j.preempt_deadline, j.last_checkpoint_at,
+       j.preemptions, j.requeues, j.lost_gpu_seconds, j.reason, j.message, j.queue_pos,
+       CASE WHEN v.all_commands OR j.team_id = ANY (v.teams) THEN j.command END AS command,
+       j.checkpoint_interval, j.grace, j.queue_timeout,
+       j.after_jobs, j.after_mode, j.waiting_for, j.time_limit,
+       -- elastic gangs (docs/elastic.md): the replicas it holds (asks for while it waits), its range
+       j.workers / (j.group_size * j.stages) AS replicas, j.min_replicas,
+       COALESCE(j.max_workers, j.workers) / (j.group_size * j.stages) AS max_replicas
+  FROM gangsched._visibility() v
+  JOIN gangsched.gangs j ON v.all_rows OR j.team_id = ANY (v.teams)
+  JOIN gangsched.teams t ON t.id = j.team_id
+  LEFT JOIN gangsched.pools p ON p.id = j.pool_id;

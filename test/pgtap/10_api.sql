@@ -43,11 +43,11 @@ SELECT has_function('gangsched', 'set_quota', ARRAY['text', 'text', 'numeric', '
 SELECT has_function('gangsched', 'submit', ARRAY['text', 'integer', 'numeric', 'numeric', 'numeric', 'numeric', 'text',
                                                  'integer', 'boolean', 'text', 'integer', 'text', 'integer', 'text',
                                                  'text', 'text', 'numeric', 'text', 'text', 'interval', 'interval',
-                                                 'interval', 'text', 'interval', 'bigint[]', 'text', 'text']);
+                                                 'interval', 'text', 'interval', 'bigint[]', 'text', 'text', 'integer']);
 SELECT function_returns('gangsched', 'submit', ARRAY['text', 'integer', 'numeric', 'numeric', 'numeric', 'numeric', 'text',
                                                      'integer', 'boolean', 'text', 'integer', 'text', 'integer', 'text',
                                                      'text', 'text', 'numeric', 'text', 'text', 'interval', 'interval',
-                                                     'interval', 'text', 'interval', 'bigint[]', 'text', 'text'], 'bigint');
+                                                     'interval', 'text', 'interval', 'bigint[]', 'text', 'text', 'integer'], 'bigint');
 SELECT has_function('gangsched', 'cancel', ARRAY['bigint']);
 SELECT has_function('gangsched', 'job_started', ARRAY['bigint', 'text']);
 SELECT has_function('gangsched', 'job_checkpointed', ARRAY['bigint', 'timestamp with time zone']);
@@ -92,12 +92,12 @@ SELECT is((SELECT proargnames::text[] FROM pg_proc WHERE oid = 'gangsched.submit
           ARRAY['team', 'workers', 'gpus', 'cpus', 'mem_gb', 'net_gbps', 'name', 'priority', 'preemptible', 'pool',
                 'group_size', 'group_span', 'stages', 'stage_span', 'span', 'gpu_model', 'gpu_mem_gb', 'dataset',
                 'locality', 'checkpoint_interval', 'grace', 'queue_timeout', 'command', 'time_limit', 'after', 'after_mode',
-                'reservation'],
+                'reservation', 'min_replicas'],
           'submit() takes the argument names of docs/sql-api.md, in order');
 SELECT is((SELECT proargnames[1:8]::text[] FROM pg_proc WHERE oid = 'gangsched.set_quota'::regproc),
           ARRAY['team', 'pool', 'gpus', 'cpus', 'mem_gb', 'net_gbps', 'borrowing_limit_gpus', 'lending_limit_gpus'],
           'set_quota() takes the argument names of docs/sql-api.md, in order');
-SELECT is((SELECT pronargdefaults FROM pg_proc WHERE oid = 'gangsched.submit'::regproc), 24::smallint,
+SELECT is((SELECT pronargdefaults FROM pg_proc WHERE oid = 'gangsched.submit'::regproc), 25::smallint,
           'submit() needs only team, workers and gpus');
 SELECT is((SELECT pronargdefaults FROM pg_proc WHERE oid = 'gangsched.add_node'::regproc), 1::smallint,
           'add_node() defaults gpu_slices only');

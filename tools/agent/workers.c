@@ -230,8 +230,11 @@ supervise(const Job *j, const WorkerSpec *s, const char *command, const char *no
 		setenv("GANGSCHED_NODE", node, 1);
 		snprintf(v, sizeof(v), "%d", s->rank);
 		setenv("RANK", v, 1);
+		setenv("GANGSCHED_RANK", v, 1);
 		snprintf(v, sizeof(v), "%d", s->world_size);
 		setenv("WORLD_SIZE", v, 1);
+		/* an elastic gang's size held now (docs/elastic.md): the same number */
+		setenv("GANGSCHED_WORLD_SIZE", v, 1);
 		snprintf(v, sizeof(v), "%d", s->local_rank);
 		setenv("LOCAL_RANK", v, 1);
 		snprintf(v, sizeof(v), "%d", s->local_world_size);

@@ -61,6 +61,9 @@ usage(FILE *f)
 			"  --queue-timeout S         queue timeout for jobs without their own (default none)\n"
 			"  --time-limit-factor F     each job gets a time limit of F × its duration (F >= 1;\n"
 			"                            default none): backfill with time uses them\n"
+			"  --elastic-fraction F      make fraction F of the multi-GPU jobs elastic, with a\n"
+			"                            minimum of half their replicas (default 0)\n"
+			"  --seed N                  which jobs --elastic-fraction picks (default 1)\n"
 			"  --tick S                  round interval in virtual seconds (default 30)\n"
 			"  --idle-round S            a round at least this often while jobs wait (default 300; 0 = off)\n"
 			"  --check-every N           check_invariants() every N rounds (default 100; 0 = never)\n"
@@ -169,6 +172,8 @@ main(int argc, char **argv)
 		{"until", required_argument, NULL, 14},
 		{"team-weights", required_argument, NULL, 15},
 		{"time-limit-factor", required_argument, NULL, 16},
+		{"elastic-fraction", required_argument, NULL, 17},
+		{"seed", required_argument, NULL, 18},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0}
@@ -192,6 +197,7 @@ main(int argc, char **argv)
 	o.checkpoint_on_preempt = true;
 	o.rack_size = 12;
 	o.check_every = 100;
+	o.seed = 1;
 	o.maintenance_db = "postgres";
 	o.start = "2017-10-02 00:00:00";
 	split_policies(&o, "fifo,drf");
@@ -302,6 +308,21 @@ main(int argc, char **argv)
 					}
 				}
 				break;
+			case 17:
+				{
+					char	   *end;
+
+					o.elastic_fraction = strtod(optarg, &end);
+					if (end == optarg || *end || !(o.elastic_fraction >= 0 && o.elastic_fraction <= 1))
+					{
+						fprintf(stderr, "gangsched-replay: --elastic-fraction must be in [0, 1], not \"%s\"\n", optarg);
+						return 1;
+					}
+				}
+				break;
+			case 18:
+				o.seed = (unsigned) arg_seconds("seed", optarg, true);
+				break;
 			case 15:
 				if (strcmp(optarg, "quota") == 0)
 					o.equal_weights = false;
@@ -351,6 +372,13 @@ main(int argc, char **argv)
 	if (o.quotas_file)
 		read_quotas(o.quotas_file, &tr);
 	assign_quotas(&tr, cl.gpus, o.quotas_file != NULL);
+	{
+		int			nel = mark_elastic(&tr, o.elastic_fraction, o.seed);
+
+		if (!o.quiet && nel > 0)
+			fprintf(stderr, "gangsched-replay: %d elastic jobs (--elastic-fraction %g, --seed %u)\n",
+					nel, o.elastic_fraction, o.seed);
+	}
 	if (!o.quiet)
 	{
 		fprintf(stderr, "gangsched-replay: %d jobs, %d teams; cluster at scale %g: %d nodes, %ld GPUs\n",

@@ -87,6 +87,7 @@ typedef struct TraceJob
 	double		mpw;			/* mem_gb per worker */
 	int64_t		queue_timeout;	/* seconds; 0 = none */
 	int			priority;
+	int			min_replicas;	/* elastic (--elastic-fraction): its minimum; 0 = rigid */
 } TraceJob;
 
 typedef struct Trace
@@ -113,6 +114,8 @@ typedef struct Options
 	bool		checkpoint_on_preempt;
 	int64_t		queue_timeout;
 	double		time_limit_factor;	/* each job's time limit: this × its duration; 0 = none */
+	double		elastic_fraction;	/* of the multi-GPU jobs made elastic (docs/replay.md) */
+	unsigned	seed;			/* which of them: deterministic by seed */
 	int			rack_size;
 	bool		equal_weights;	/* teams of weight 1, not weighted by their quotas */
 	int			slices;			/* 0: 1, or 4 when the trace has fractions */
@@ -134,6 +137,7 @@ void		scale_cluster(Cluster *c, double scale, int rack_size);
 void		read_trace(const char *path, Trace *t, const Options *o);
 void		read_quotas(const char *path, Trace *t);
 void		assign_quotas(Trace *t, long capacity_gpus, bool from_file);
+int			mark_elastic(Trace *t, double fraction, unsigned seed);
 
 /* ---- database edge (db.c) -------------------------------------------------- */
 
@@ -150,6 +154,10 @@ int64_t		parse_epoch(const char *s);
 typedef struct Result
 {
 	double		time_limit_factor;	/* the run's --time-limit-factor, 0 = none */
+	double		elastic_fraction;	/* the run's --elastic-fraction */
+	int			elastic_jobs;	/* jobs submitted elastic */
+	int			placed_smaller; /* placements of an elastic job below its maximum */
+	int			grows;			/* rounds' grows of a running elastic job */
 	const char *policy;
 	int			jobs;
 	int			submitted;

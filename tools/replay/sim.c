@@ -66,6 +66,14 @@ typedef struct SimJob
 	bool		stopped;		/* told to stop and obeying: training is over */
 	bool		blocked;		/* pending and passed over by a round */
 	double		gpus;			/* workers x GPUs per worker */
+	/*
+	 * Elastic gangs: the workers it holds while placed, and the GPUs. Its
+	 * work is counted at its full size (work_left: seconds at all its
+	 * workers); at `held` of `workers` it progresses at held / workers of
+	 * that speed (work-conserving: remaining GPU-seconds over held GPUs).
+	 */
+	int			held;
+	double		held_gpus;
 	int			run_ix;			/* position in Sim.running, -1 */
 	bool		first_borrowed; /* its first placement was on borrowed capacity */
 	bool		entitled;		/* at submit, its team's held and waiting GPUs with it fit the nominal quota */
@@ -496,9 +504,11 @@ static const char *start_and_feed =
 "         GROUP BY g.id, g.workers) x;\n"
 "SELECT e.id, e.kind, e.job, extract(epoch FROM e.at)::bigint,\n"
 "       COALESCE(extract(epoch FROM (e.detail->>'deadline')::timestamptz)::bigint, 0), e.reason,\n"
-"       COALESCE((e.detail->>'stranded_gpus')::float8, 0)\n"
+"       COALESCE((e.detail->>'stranded_gpus')::float8, 0),\n"
+"       CASE WHEN e.kind = 'placed' THEN (SELECT g.workers FROM gangsched.gangs g WHERE g.id = e.job)\n"
+"            WHEN e.kind = 'grown' THEN (e.detail->>'workers')::int ELSE 0 END\n"
 "  FROM gangsched.events e\n"
-" WHERE e.id > %lld AND e.kind IN ('placed', 'preempting', 'requeued', 'expired', 'nominated')\n"
+" WHERE e.id > %lld AND e.kind IN ('placed', 'preempting', 'requeued', 'expired', 'nominated', 'grown')\n"
 " ORDER BY e.id;\n";
 
 /* Agents report the periodic checkpoints written since their last report. */
@@ -540,13 +550,38 @@ add_checkpoints(Sim *s)
 	}
 }
 
+/* Work (seconds at full size) a run of `wall` seconds at its held size does. */
+static int64_t
+work_done(const Sim *s, int ix, int64_t wall)
+{
+	const SimJob *j = &s->j[ix];
+	int			w = s->tr->jobs[ix].workers;
+
+	if (j->held <= 0 || j->held >= w)
+		return wall;
+	return (int64_t) floor((double) wall * j->held / w);
+}
+
+/* Wall seconds a run at its held size takes for `work` seconds of full-size work. */
+static int64_t
+wall_for(const Sim *s, int ix, int64_t work)
+{
+	const SimJob *j = &s->j[ix];
+	int			w = s->tr->jobs[ix].workers;
+
+	if (j->held <= 0 || j->held >= w)
+		return work;
+	return (int64_t) ceil((double) work * w / j->held);
+}
+
 /* ---- reacting to the scheduler's decisions -------------------------------------- */
 
 static void
-on_placed(Sim *s, int ix, const char *reason)
+on_placed(Sim *s, int ix, const char *reason, int held)
 {
 	SimJob	   *j = &s->j[ix];
 	int			team = s->tr->jobs[ix].team;
+	const TraceJob *tj = &s->tr->jobs[ix];
 
 	if (j->st != J_PENDING)
 		die("job %s (%lld) placed while the replay has it in state %d",
@@ -562,14 +597,49 @@ on_placed(Sim *s, int ix, const char *reason)
 		j->first_borrowed = reason != NULL && strstr(reason, "borrowed capacity") != NULL;
 	}
 	queue_leave(s, ix);
-	s->alloc += j->gpus;
-	s->team_alloc[team] += j->gpus;
+	j->held = (held > 0 && held <= tj->workers) ? held : tj->workers;
+	j->held_gpus = j->held * tj->gpw;
+	if (j->held < tj->workers)
+		s->r->placed_smaller++;
+	s->alloc += j->held_gpus;
+	s->team_alloc[team] += j->held_gpus;
 	s->team_wait[team] -= j->gpus;
 	j->ver++;
-	push(s, s->now + (j->work_left > 0 ? j->work_left : 1), EV_FINISH, ix);
+	push(s, s->now + wall_for(s, ix, j->work_left > 0 ? j->work_left : 1), EV_FINISH, ix);
 	run_add(s, ix);
 	if (s->preemption && s->min_runtime > 0)
 		push(s, s->now + s->min_runtime, EV_WAKE, -1);
+}
+
+/*
+ * A round grew the running elastic gang to `held` workers: its workers
+ * restart at the new size from a checkpoint written then (the run so far
+ * is settled at the old size, nothing is lost), and the rest of its work
+ * goes at the new speed.
+ */
+static void
+on_grown(Sim *s, int ix, int held)
+{
+	SimJob	   *j = &s->j[ix];
+	const TraceJob *tj = &s->tr->jobs[ix];
+
+	if (j->st != J_RUNNING || held <= j->held || held > tj->workers)
+		die("job %s (%lld) grown to %d workers while the replay has it in state %d with %d",
+			tj->name, (long long) j->db_id, held, j->st, j->held);
+	j->work_left -= work_done(s, ix, s->now - j->run_start);
+	if (j->work_left < 1)
+		j->work_left = 1;
+	j->run_start = s->now;
+	j->ckpt_reported = -1;
+	s->alloc -= j->held_gpus;
+	s->team_alloc[tj->team] -= j->held_gpus;
+	j->held = held;
+	j->held_gpus = held * tj->gpw;
+	s->alloc += j->held_gpus;
+	s->team_alloc[tj->team] += j->held_gpus;
+	j->ver++;
+	push(s, s->now + wall_for(s, ix, j->work_left), EV_FINISH, ix);
+	s->r->grows++;
 }
 
 static void
@@ -590,8 +660,8 @@ on_preempting(Sim *s, int ix, int64_t deadline)
 	if (s->now + delay <= deadline)
 	{
 		/* obeys: training stops now, the release follows after the delay */
-		int64_t		done = s->o->checkpoint_on_preempt ? s->now - j->run_start
-			: last_checkpoint(s, ix, s->now) - j->run_start;
+		int64_t		done = work_done(s, ix, s->o->checkpoint_on_preempt ? s->now - j->run_start
+									 : last_checkpoint(s, ix, s->now) - j->run_start);
 
 		j->work_left -= done;
 		if (j->work_left < 1)
@@ -619,7 +689,7 @@ on_requeued(Sim *s, int ix, bool by_server)
 	if (by_server && !j->stopped)
 	{
 		/* the work since the last periodic checkpoint is lost */
-		j->work_left -= last_checkpoint(s, ix, s->now) - j->run_start;
+		j->work_left -= work_done(s, ix, last_checkpoint(s, ix, s->now) - j->run_start);
 		if (j->work_left < 1)
 			j->work_left = 1;
 	}
@@ -629,8 +699,8 @@ on_requeued(Sim *s, int ix, bool by_server)
 	j->stopped = false;
 	j->ver++;
 	queue_enter(s, ix);
-	s->alloc -= j->gpus;
-	s->team_alloc[team] -= j->gpus;
+	s->alloc -= j->held_gpus;
+	s->team_alloc[team] -= j->held_gpus;
 	s->team_wait[team] += j->gpus;
 	run_remove(s, ix);
 	if (tj->queue_timeout > 0)
@@ -650,8 +720,8 @@ on_done(Sim *s, int ix, JState final)
 	}
 	else
 	{
-		s->alloc -= j->gpus;
-		s->team_alloc[team] -= j->gpus;
+		s->alloc -= j->held_gpus;
+		s->team_alloc[team] -= j->held_gpus;
 		run_remove(s, ix);
 	}
 	j->st = final;
@@ -679,7 +749,12 @@ apply_feed(Sim *s, PGresult *starts, PGresult *feed)
 				(long long) at, (long long) s->now);
 		if (strcmp(kind, "placed") == 0)
 		{
-			on_placed(s, ix, PQgetvalue(feed, i, 5));
+			on_placed(s, ix, PQgetvalue(feed, i, 5), atoi(PQgetvalue(feed, i, 7)));
+			s->progress = true;
+		}
+		else if (strcmp(kind, "grown") == 0)
+		{
+			on_grown(s, ix, atoi(PQgetvalue(feed, i, 7)));
 			s->progress = true;
 		}
 		else if (strcmp(kind, "nominated") == 0)
@@ -817,7 +892,8 @@ send_submits(Sim *s)
 				names,
 				prio,
 				qt,
-				tl;
+				tl,
+				mr;
 
 	buf_init(&teams);
 	buf_init(&workers);
@@ -828,6 +904,7 @@ send_submits(Sim *s)
 	buf_init(&prio);
 	buf_init(&qt);
 	buf_init(&tl);
+	buf_init(&mr);
 	for (i = 0; i < s->nsubmit; i++)
 	{
 		const TraceJob *tj = &s->tr->jobs[s->submit_list[i]];
@@ -843,13 +920,16 @@ send_submits(Sim *s)
 		buf_printf(&mem, "%s%.6g", sep, tj->mpw);
 		buf_printf(&prio, "%s%d", sep, tj->priority);
 		buf_printf(&qt, "%s%lld", sep, (long long) tj->queue_timeout);
+		/* an elastic job's limit allows for its run at its minimum */
 		buf_printf(&tl, "%s%lld", sep, s->o->time_limit_factor > 0 ?
-				   (long long) ceil(s->o->time_limit_factor * (double) tj->duration) : 0LL);
+				   (long long) ceil(s->o->time_limit_factor * (double) tj->duration *
+									(tj->min_replicas > 0 ? (double) tj->workers / tj->min_replicas : 1.0)) : 0LL);
+		buf_printf(&mr, "%s%d", sep, tj->min_replicas);
 	}
 	buf_printf(&s->sql,
-			   "SELECT i, job, err FROM pg_temp.submit_many('{%s}', '{%s}', '{%s}', '{%s}', '{%s}', '{%s}', '{%s}', '{%s}', %lld, '{%s}');\n",
+			   "SELECT i, job, err FROM pg_temp.submit_many('{%s}', '{%s}', '{%s}', '{%s}', '{%s}', '{%s}', '{%s}', '{%s}', %lld, '{%s}', '{%s}');\n",
 			   teams.data, workers.data, gpus.data, cpus.data, mem.data, names.data, prio.data, qt.data,
-			   (long long) s->o->checkpoint_interval, tl.data);
+			   (long long) s->o->checkpoint_interval, tl.data, mr.data);
 	expect(s, R_SUBMIT, s->submit_list, s->nsubmit);
 	for (i = 0; i < s->nsubmit; i++)
 	{
@@ -873,6 +953,7 @@ send_submits(Sim *s)
 	buf_free(&prio);
 	buf_free(&qt);
 	buf_free(&tl);
+	buf_free(&mr);
 }
 
 /* Job ids of the submits; a job refused at submit stops waiting. */
@@ -906,6 +987,8 @@ apply_submits(Sim *s, PGresult *res, const int *jobs, int n)
 		j->db_id = atoll(PQgetvalue(res, i, 1));
 		map_db(s, j->db_id, ix);
 		s->r->submitted++;
+		if (tj->min_replicas > 0)
+			s->r->elastic_jobs++;
 	}
 }
 
@@ -939,7 +1022,7 @@ check_invariants(Sim *s)
 static const char *submit_many_sql =
 "CREATE FUNCTION pg_temp.submit_many(p_team text[], p_workers int[], p_gpus numeric[], p_cpus numeric[],\n"
 "                                    p_mem numeric[], p_name text[], p_prio int[], p_qt int[], p_ckpt int,\n"
-"                                    p_tl bigint[])\n"
+"                                    p_tl bigint[], p_min int[])\n"
 "RETURNS TABLE (i int, job bigint, err text) LANGUAGE plpgsql AS $$\n"
 "DECLARE k int;\n"
 "BEGIN\n"
@@ -950,7 +1033,8 @@ static const char *submit_many_sql =
 "                                    name => p_name[k], priority => p_prio[k],\n"
 "                                    checkpoint_interval => CASE WHEN p_ckpt > 0 THEN make_interval(secs => p_ckpt) END,\n"
 "                                    queue_timeout => CASE WHEN p_qt[k] > 0 THEN make_interval(secs => p_qt[k]) END,\n"
-"                                    time_limit => CASE WHEN p_tl[k] > 0 THEN make_interval(secs => p_tl[k]) END);\n"
+"                                    time_limit => CASE WHEN p_tl[k] > 0 THEN make_interval(secs => p_tl[k]) END,\n"
+"                                    min_replicas => NULLIF(p_min[k], 0));\n"
 "            err := NULL;\n"
 "        EXCEPTION WHEN OTHERS THEN\n"
 "            job := NULL;\n"
@@ -1157,6 +1241,7 @@ run_policy(const Options *o, const Cluster *c, const Trace *t, const char *polic
 	memset(r, 0, sizeof(*r));
 	r->policy = policy;
 	r->time_limit_factor = o->time_limit_factor;
+	r->elastic_fraction = o->elastic_fraction;
 	r->database = dbname;
 	r->jobs = t->njobs;
 	r->nodes = c->nnodes;

@@ -117,6 +117,8 @@ print_json(const Result *r)
 
 	printf("{\"policy\":\"%s\",", r->policy);
 	json_num("time_limit_factor", r->time_limit_factor > 0 ? r->time_limit_factor : NAN, 2, false);
+	json_num("elastic_fraction", r->elastic_fraction, 3, false);
+	printf("\"elastic_jobs\":%d,\"placed_smaller\":%d,\"grows\":%d,", r->elastic_jobs, r->placed_smaller, r->grows);
 	printf("\"jobs\":%d,\"submitted\":%d,\"rejected\":%d,\"finished\":%d,\"expired\":%d,\"unfinished\":%d,",
 		   r->jobs, r->submitted, r->rejected, r->finished, r->expired, r->unfinished);
 	printf("\"makespan_s\":%lld,", (long long) r->makespan);

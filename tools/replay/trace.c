@@ -490,3 +490,39 @@ assign_quotas(Trace *t, long capacity, bool from_file)
 			tm->quota = capacity / t->nteams;
 	}
 }
+
+/*
+ * --elastic-fraction F: each job of more than one worker is made elastic
+ * with probability F, with a minimum of half its replicas (rounded up; the
+ * replay's gangs are one GPU per worker, so replicas are workers). The
+ * choice hashes the job's index with the seed: the same jobs for every
+ * policy and every run with that seed. Returns how many were made elastic.
+ */
+int
+mark_elastic(Trace *t, double fraction, unsigned seed)
+{
+	int			i,
+				n = 0;
+
+	for (i = 0; i < t->njobs; i++)
+	{
+		TraceJob   *j = &t->jobs[i];
+		uint64_t	h = (uint64_t) i * 0x9E3779B97F4A7C15ULL ^ ((uint64_t) seed * 0xBF58476D1CE4E5B9ULL);
+
+		/* splitmix64's finalizer */
+		h ^= h >> 30;
+		h *= 0xBF58476D1CE4E5B9ULL;
+		h ^= h >> 27;
+		h *= 0x94D049BB133111EBULL;
+		h ^= h >> 31;
+		j->min_replicas = 0;
+		if (j->workers < 2 || fraction <= 0)
+			continue;
+		if ((double) (h >> 11) / 9007199254740992.0 < fraction)
+		{
+			j->min_replicas = (j->workers + 1) / 2;
+			n++;
+		}
+	}
+	return n;
+}
