@@ -176,7 +176,7 @@ typedef struct Search
 	int		   *side;			/* the child of LCA(J's team, t) on t's side (t's top-level team when none) */
 	int		   *jside;			/* the child of that LCA on J's side */
 	int		   *lcad;			/* the LCA's depth, -1 when none */
-	const double *levels;		/* fair level of each sibling set (gs_tree_fair_levels) */
+	const double *levels;		/* each team's entitlement (gs_tree_entitlements) */
 } Search;
 
 /*
@@ -362,13 +362,15 @@ tree_sides(Search *s)
 	pfree(onpath);
 }
 
-/* The fair level of the sibling set that team t (a side) belongs to. */
+/*
+ * Team t's entitlement (a side: compared with gs_dominant_share of its
+ * subtree): H-DRF's allocation for it, as team_shares.fair_share shows it,
+ * divided by its weight.
+ */
 static double
 tree_level(const Search *s, int t)
 {
-	int			pa = s->c->teams[t].parent;
-
-	return s->levels ? s->levels[pa >= 0 ? pa : s->c->nteams] : 1e300;
+	return s->levels ? s->levels[t] : 1e300;
 }
 
 /* Add (sign) a victim's demand to the plan's take from its team and every ancestor. */

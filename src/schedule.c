@@ -470,7 +470,7 @@ fair_level(GsState *st, double **levels)
 	{
 		/*
 		 * trees: a team's use is its subtree's (gs_tree_rollup), and
-		 * gs_tree_fair_levels sums the subtrees' demands itself: keep each
+		 * gs_tree_entitlements counts the leaves' demands: keep each
 		 * team's own use only, or an inner team's would count twice
 		 */
 		for (t = 0; t < c->nteams; t++)
@@ -491,10 +491,13 @@ fair_level(GsState *st, double **levels)
 	}
 	if (c->tree)
 	{
-		/* trees: one level per sibling set, each set sharing what its parent is entitled to */
-		*levels = palloc(sizeof(double) * (c->nteams + 1));
-		gs_tree_fair_levels(c, demand, *levels);
-		level = (*levels)[c->nteams];
+		/*
+		 * trees: each team's entitlement, H-DRF (fair.h); the top set's
+		 * level is not used
+		 */
+		*levels = palloc(sizeof(double) * Max(c->nteams, 1));
+		gs_tree_entitlements(c, demand, *levels);
+		level = 1e300;
 	}
 	else
 		level = gs_fair_level(c, demand);

@@ -29,7 +29,7 @@ LANGUAGE sql AS $$
            count(*) FILTER (WHERE g.state = 'pending')
       FROM gangsched.teams t JOIN gangsched.gangs g ON g.team_id = t.id
      GROUP BY t.name ORDER BY t.name $$;
--- the tree's rows of team_shares: subtree use and the SQL fair share
+-- the tree's rows of team_shares: subtree use and the H-DRF fair share
 CREATE FUNCTION pg_temp.shares() RETURNS TABLE (path text, used_gpus numeric, used_cpus numeric, dominant_share numeric, fair_share numeric)
 LANGUAGE sql AS $$
     SELECT s.path::text, s.used_gpus, s.used_cpus, s.dominant_share, s.fair_share
@@ -180,10 +180,10 @@ SELECT * FROM gangsched.check_invariants();
 -- else wants. 20 nodes of 4 GPUs and 16 CPUs (80 GPUs, 320 CPUs); jobs of
 -- 1 GPU (no CPU) or 4 CPUs (no GPU); everyone wants more than all.
 -- The rounds give the published answer: n1 40 GPUs, n2,2 40, n2,1 all
--- 320 CPUs. team_shares' fair_share does not: it stops n2,1 at 0.5 (160
--- CPUs), because _fair_shares caps a subtree at its level on every
--- resource instead of rescaling a child whose resource no sibling wants
--- (a known disagreement between the view and the rounds, reported).
+-- 320 CPUs, and so does team_shares' fair_share (H-DRF, the rounds' code):
+-- once the GPUs are used up, n2,2 is blocked and n2 is compared on the
+-- CPUs n2,1 still asks for, so n2,1's fair share is 1.0 (all 320 CPUs)
+-- and n2's too (40 GPUs and 320 CPUs).
 SELECT pg_temp.fresh();
 SELECT pg_temp.nodes(20, 4, 16);
 SELECT gangsched.add_team('n1', 1), gangsched.add_team('n2', 1);
@@ -207,10 +207,10 @@ SELECT * FROM gangsched.check_invariants();
 -- nodes of 4 GPUs and 15 CPUs (80 GPUs, 300 CPUs); 1-GPU or 1-CPU jobs.
 -- The rounds split the GPUs in halves as published, the CPUs 101/101/98
 -- (n3,1 three jobs short of its third: n3's subtree share counts n3,2's
--- GPUs too, so n3 is picked less often while they last). fair_share
--- gives n3,2 0.3125 (25 GPUs) and n4 0.6875 (55): the naive answer the
--- design note warns of, as _fair_shares does not ignore n3's saturated
--- CPUs (reported, as in scenario 5).
+-- GPUs too, so n3 is picked less often while they last). fair_share is
+-- the published H-DRF answer: 1/3 of the CPUs each for n1, n2 and n3,1;
+-- once the CPUs are used up n3 is compared on its GPUs only, so n3,2 and
+-- n4 get 0.5 each (40 GPUs), not the naive 25 / 55.
 SELECT pg_temp.fresh();
 SELECT pg_temp.nodes(20, 4, 15);
 SELECT gangsched.add_team(t, 1) FROM unnest(ARRAY['n1', 'n2', 'n3', 'n4']) t;
