@@ -910,6 +910,7 @@ gs_hdrf(int n, const int32_t *parent, const double *weight, const double *demand
 					x[i] = X[i];
 			}
 	}
+	elog(DEBUG2, "gangsched: H-DRF over %d teams in %d steps", n, it);
 	/* the subtrees' allocations, in amounts */
 	for (k = norder - 1; k >= 0; k--)
 	{
@@ -1016,17 +1017,6 @@ gs_alloc_share(const GsCluster *c, const double *a)
 	return ds;
 }
 
-void
-gs_tree_entitlements(const GsCluster *c, const double *demand, double *ent)
-{
-	double	   *alloc = palloc0(sizeof(double) * GS_NRES * Max(c->nteams, 1));
-	int			t;
-
-	gs_tree_fair_shares(c, demand, alloc);
-	for (t = 0; t < c->nteams; t++)
-		ent[t] = gs_alloc_share(c, &alloc[t * GS_NRES]) / c->teams[t].weight;
-	pfree(alloc);
-}
 
 uint64_t
 gs_guaranteed_pools(const GsCluster *c, const GsJob *j)

@@ -76,11 +76,5 @@ extern void gs_tree_fair_shares(const GsCluster *c, const double *demand, double
 /* An allocation's dominant share of the cluster (max over resources of amount / capacity). */
 extern double gs_alloc_share(const GsCluster *c, const double *a);
 
-/*
- * Each team's entitlement for the rounds (ent[t]): the dominant share of
- * its subtree's H-DRF allocation divided by its weight, as
- * gs_dominant_share counts what it holds.
- */
-extern void gs_tree_entitlements(const GsCluster *c, const double *demand, double *ent);
 
 #endif							/* GANGSCHED_FAIR_H */

@@ -470,7 +470,7 @@ fair_level(GsState *st, double **levels)
 	{
 		/*
 		 * trees: a team's use is its subtree's (gs_tree_rollup), and
-		 * gs_tree_entitlements counts the leaves' demands: keep each
+		 * gs_tree_fair_shares counts the leaves' demands: keep each
 		 * team's own use only, or an inner team's would count twice
 		 */
 		for (t = 0; t < c->nteams; t++)
@@ -492,11 +492,11 @@ fair_level(GsState *st, double **levels)
 	if (c->tree)
 	{
 		/*
-		 * trees: each team's entitlement, H-DRF (fair.h); the top set's
-		 * level is not used
+		 * trees: each team's fair allocation per resource, H-DRF
+		 * (fair.h); the flat level is not used
 		 */
-		*levels = palloc(sizeof(double) * Max(c->nteams, 1));
-		gs_tree_entitlements(c, demand, *levels);
+		*levels = palloc0(sizeof(double) * GS_NRES * Max(c->nteams, 1));
+		gs_tree_fair_shares(c, demand, *levels);
 		level = 1e300;
 	}
 	else
