@@ -222,5 +222,25 @@ SELECT * FROM pg_temp.held();
 SELECT * FROM pg_temp.shares();
 SELECT * FROM gangsched.check_invariants();
 
+/* ================================================================== */
+/* 7. Not from a peer: a borrowing limit caps the fair share          */
+/* ================================================================== */
+
+-- 80 GPUs; a (weight 3, children a1 and a2) and b (weight 1), everyone
+-- wanting more than all. By weight a would get 60 and b 20, but a's quota
+-- (nominal 20, borrowing limit 20) lets its subtree hold 40 at most: the
+-- rounds give a 40 and b 40, and fair_share (H-DRF, limits per level)
+-- says so: a 0.5 (a1 and a2 0.25 each), b 0.5.
+SELECT pg_temp.fresh();
+SELECT pg_temp.nodes(20, 4, 16);
+SELECT gangsched.add_team('a', 3), gangsched.add_team('b', 1);
+SELECT gangsched.add_team('a1', 1, 'a'), gangsched.add_team('a2', 1, 'a');
+SELECT gangsched.set_quota('a', 'main', 20, borrowing_limit_gpus => 20);
+SELECT count(gangsched.submit(t, 1, 1)) FROM unnest(ARRAY['a1', 'a2', 'b']) t, generate_series(1, 100);
+SELECT * FROM pg_temp.round();
+SELECT * FROM pg_temp.held();
+SELECT * FROM pg_temp.shares();
+SELECT * FROM gangsched.check_invariants();
+
 SET client_min_messages = warning;
 DROP EXTENSION gangsched CASCADE;
