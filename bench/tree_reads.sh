@@ -44,7 +44,7 @@ psql_ -d "$DB" -c "CREATE EXTENSION gangsched CASCADE" >/dev/null
 psql_ -d "$DB" -v nodes="$NODES" -v gpn=8 -v rack_nodes=8 -v spine_racks=16 -v zone_spines=4 \
       -v frac_every=8 -v teams="$TEAMS" -f "$HERE/cluster.sql" >/dev/null
 psql_ -d "$DB" -c "VACUUM ANALYZE" >/dev/null
-psql_ -d "$DB" -v seed="$SEED" -v first=1 -v last="$PENDING" -v teams="$TEAMS" -f "$HERE/jobs.sql" >/dev/null
+psql_ -d "$DB" -v seed="$SEED" -v first=1 -v last="$PENDING" -v teams="$TEAMS" -v time_limits=0 -f "$HERE/jobs.sql" >/dev/null
 psql_ -d "$DB" -At -c "SELECT considered, placed, ms FROM gangsched.run_round()" | sed 's/^/bench\/tree_reads: round considered|placed|ms: /' >&2
 psql_ -d "$DB" -At -c "SELECT count(gangsched.job_started(job, node)) FROM (SELECT DISTINCT job, node FROM gangsched.placements) s" >/dev/null
 psql_ -d "$DB" -c "VACUUM ANALYZE" >/dev/null

@@ -555,113 +555,480 @@ tree_borrow_pools(GsCluster *c, const GsJob *j, uint64_t elig, const double d[GS
 }
 
 /*
- * The weighted max-min fair level of one sibling set (members) over the
- * capacity `cap` their parent is entitled to; shares are fractions of the
- * cluster's capacity, as everywhere.
+ * Hierarchical weighted DRF (H-DRF, Bhattacharya et al., SoCC 2013) by
+ * progressive filling, exact between events. Amounts are fractions of the
+ * cluster's capacity (a resource of capacity 0 is left out). A leaf's
+ * allocation grows along its demand's direction, x × v (x its dominant
+ * share, v its demand scaled to a dominant component of 1), up to its
+ * demand (x = X). A leaf is blocked when it is satisfied, when a resource
+ * it needs is used up, or when it or an ancestor reached its limit of a
+ * resource it needs; a node is active while some leaf below it is.
+ *
+ * What siblings compare: a leaf's share is x; an inner node's is the
+ * largest fraction its subtree holds of a resource that one of its active
+ * leaves still asks for. A resource that is used up (or that no active
+ * leaf below wants) stops counting, so a subtree whose GPUs are gone is
+ * compared on what it can still grow into and its siblings are re-levelled
+ * (the paper's "ignoring blocked nodes"): a sibling wanting only CPUs can
+ * take the CPUs a GPU-saturated sibling cannot use. At every sibling set
+ * only the active children at the smallest share / weight grow, their
+ * shares in proportion to their weights. Events: a leaf satisfied, a
+ * resource used up, a limit reached, a lower sibling catching up with a
+ * higher one, another resource becoming a node's largest. When growing the
+ * lowest children does not raise their parent's share (they grow in a
+ * resource below its largest), they grow first, alone ("free"), until it
+ * does.
  */
-static double
-level_over(const GsCluster *c, const int32_t *members, int n, const double *dem, const double cap[GS_NRES])
+#define HDRF_TOL 1e-10
+
+static inline bool
+at_min(double val, double mn)
 {
-	double	   *dw = palloc0(sizeof(double) * Max(n, 1));
-	double		lo = 0,
-				hi = 0;
-	int			k,
-				r,
-				it;
-
-	for (k = 0; k < n; k++)
-	{
-		double		ds = 0;
-
-		for (r = 0; r < GS_NRES; r++)
-			if (c->capacity[r] > 0)
-				ds = Max(ds, dem[members[k] * GS_NRES + r] / c->capacity[r]);
-		dw[k] = ds / c->teams[members[k]].weight;
-		hi = Max(hi, dw[k]);
-	}
-	for (it = 0; it <= 60; it++)
-	{
-		double		level = it == 0 ? hi : (lo + hi) / 2;
-		bool		fit = true;
-
-		for (r = 0; r < GS_NRES && fit; r++)
-		{
-			double		sum = 0;
-
-			if (c->capacity[r] <= 0)
-				continue;
-			for (k = 0; k < n; k++)
-				if (dw[k] > 0)
-					sum += dem[members[k] * GS_NRES + r] * Min(1.0, level / dw[k]);
-			fit = sum <= cap[r] * (1 + GS_SHARE_EPS) + GS_EPS;
-		}
-		if (it == 0 && fit)
-		{
-			pfree(dw);
-			return 1e300;
-		}
-		if (it == 0)
-			continue;
-		if (fit)
-			lo = level;
-		else
-			hi = level;
-	}
-	pfree(dw);
-	return lo;
-}
-
-static void
-levels_below(const GsCluster *c, int pa, const double *dem, const double cap[GS_NRES], double *levels)
-{
-	const int32_t *mem = pa >= 0 ? c->teams[pa].children : c->roots;
-	int			n = pa >= 0 ? c->teams[pa].nchildren : c->nroots;
-	double		level = level_over(c, mem, n, dem, cap);
-	int			k,
-				r;
-
-	levels[pa >= 0 ? pa : c->nteams] = level;
-	for (k = 0; k < n; k++)
-	{
-		int			t = mem[k];
-		double		ds = 0,
-					sub[GS_NRES];
-
-		if (c->teams[t].nchildren == 0)
-			continue;
-		for (r = 0; r < GS_NRES; r++)
-			if (c->capacity[r] > 0)
-				ds = Max(ds, dem[t * GS_NRES + r] / c->capacity[r]);
-		ds /= c->teams[t].weight;
-		/* what t is entitled to: its demand, scaled down to the level */
-		for (r = 0; r < GS_NRES; r++)
-			sub[r] = dem[t * GS_NRES + r] * ((ds > 0 && level < ds) ? level / ds : 1.0);
-		levels_below(c, t, dem, sub, levels);
-	}
+	return val <= mn * (1 + 1e-9) + 1e-12;
 }
 
 void
-gs_tree_fair_levels(const GsCluster *c, const double *demand, double *levels)
+gs_hdrf(int n, const int32_t *parent, const double *weight, const double *demand,
+		const double *limit, const double capacity[GS_NRES], double *alloc)
 {
-	double	   *dem = palloc(sizeof(double) * GS_NRES * Max(c->nteams, 1));
-	int			maxd = 0,
-				d,
-				t,
+	int			N = Max(n, 1);
+	int		   *nk = palloc0(sizeof(int) * (n + 1)),
+			   *first = palloc0(sizeof(int) * (n + 2)),
+			   *kids = palloc(sizeof(int) * N),
+			   *order = palloc(sizeof(int) * N),
+			   *fill = palloc0(sizeof(int) * (n + 1)),
+			   *top = palloc(sizeof(int) * N);
+	double	   *x = palloc0(sizeof(double) * N),
+			   *X = palloc0(sizeof(double) * N),
+			   *v = palloc0(sizeof(double) * GS_NRES * N),
+			   *g = palloc0(sizeof(double) * GS_NRES * N),
+			   *sub = palloc0(sizeof(double) * GS_NRES * N),
+			   *srate = palloc0(sizeof(double) * GS_NRES * N),
+			   *S = palloc0(sizeof(double) * N),
+			   *den = palloc0(sizeof(double) * N),
+			   *m = palloc0(sizeof(double) * N),
+			   *rho = palloc0(sizeof(double) * N);
+	uint8	   *capd = palloc0(sizeof(uint8) * N),
+			   *mask = palloc0(sizeof(uint8) * N);
+	bool	   *act = palloc0(sizeof(bool) * N),
+			   *grow = palloc0(sizeof(bool) * N);
+	int			norder = 0,
+				head = 0,
+				i,
+				k,
+				r,
+				it,
+				maxit;
+
+	/* children (CSR; n stands for the top) and parents before children */
+	for (i = 0; i < n; i++)
+		nk[parent[i] >= 0 ? parent[i] : n]++;
+	for (i = 0; i <= n; i++)
+		first[i + 1] = first[i] + nk[i];
+	for (i = 0; i < n; i++)
+	{
+		int			p = parent[i] >= 0 ? parent[i] : n;
+
+		kids[first[p] + fill[p]++] = i;
+	}
+	for (k = first[n]; k < first[n + 1]; k++)
+		order[norder++] = kids[k];
+	while (head < norder)
+	{
+		int			t = order[head++];
+
+		for (k = first[t]; k < first[t + 1]; k++)
+			order[norder++] = kids[k];
+	}
+	/* leaves' demand directions */
+	for (i = 0; i < n; i++)
+	{
+		if (nk[i] > 0)
+			continue;
+		for (r = 0; r < GS_NRES; r++)
+			if (capacity[r] > 0)
+				X[i] = Max(X[i], demand[i * GS_NRES + r] / capacity[r]);
+		if (X[i] > 0)
+			for (r = 0; r < GS_NRES; r++)
+				if (capacity[r] > 0)
+					v[i * GS_NRES + r] = demand[i * GS_NRES + r] / capacity[r] / X[i];
+	}
+	maxit = 8 * (n + GS_NRES) * (n + GS_NRES) + 64;
+	for (it = 0; it < maxit; it++)
+	{
+		double		used[GS_NRES] = {0, 0, 0, 0},
+					rate[GS_NRES] = {0, 0, 0, 0},
+					delta = 1e300,
+					mtop = 1e300;
+		bool		sat[GS_NRES];
+		bool		any = false,
+					free_mode = false;
+		int			ntop = 0;
+
+		/* subtree use, bottom up; the cluster's */
+		for (k = norder - 1; k >= 0; k--)
+		{
+			int			t = order[k],
+						q;
+
+			for (r = 0; r < GS_NRES; r++)
+				sub[t * GS_NRES + r] = nk[t] == 0 ? x[t] * v[t * GS_NRES + r] : 0;
+			for (q = first[t]; q < first[t + 1]; q++)
+				for (r = 0; r < GS_NRES; r++)
+					sub[t * GS_NRES + r] += sub[kids[q] * GS_NRES + r];
+		}
+		for (k = first[n]; k < first[n + 1]; k++)
+			for (r = 0; r < GS_NRES; r++)
+				used[r] += sub[kids[k] * GS_NRES + r];
+		for (r = 0; r < GS_NRES; r++)
+			sat[r] = capacity[r] > 0 && used[r] >= 1 - HDRF_TOL;
+		/* limits reached, top down (a team's or an ancestor's) */
+		for (k = 0; k < norder; k++)
+		{
+			int			t = order[k];
+
+			capd[t] = parent[t] >= 0 ? capd[parent[t]] : 0;
+			for (r = 0; r < GS_NRES; r++)
+				if (limit != NULL && limit[t * GS_NRES + r] >= 0 && capacity[r] > 0 &&
+					sub[t * GS_NRES + r] >= limit[t * GS_NRES + r] / capacity[r] - HDRF_TOL)
+					capd[t] |= (uint8) (1 << r);
+		}
+		/* active nodes, the resources their active leaves want, their shares */
+		for (k = norder - 1; k >= 0; k--)
+		{
+			int			t = order[k],
+						q;
+
+			if (nk[t] == 0)
+			{
+				act[t] = X[t] > 0 && x[t] < X[t] * (1 - HDRF_TOL);
+				mask[t] = 0;
+				for (r = 0; r < GS_NRES; r++)
+					if (v[t * GS_NRES + r] > 0)
+					{
+						mask[t] |= (uint8) (1 << r);
+						if (sat[r] || (capd[t] & (1 << r)))
+							act[t] = false;
+					}
+				if (!act[t])
+					mask[t] = 0;
+				S[t] = x[t];
+				continue;
+			}
+			act[t] = false;
+			mask[t] = 0;
+			S[t] = 0;
+			for (q = first[t]; q < first[t + 1]; q++)
+				if (act[kids[q]])
+				{
+					act[t] = true;
+					mask[t] |= mask[kids[q]];
+				}
+			for (r = 0; r < GS_NRES; r++)
+				if (mask[t] & (1 << r))
+					S[t] = Max(S[t], sub[t * GS_NRES + r]);
+		}
+		/* who grows: the active children at their set's smallest share / weight */
+		for (k = first[n]; k < first[n + 1]; k++)
+			if (act[kids[k]])
+				mtop = Min(mtop, S[kids[k]] / weight[kids[k]]);
+		for (i = 0; i < n; i++)
+			grow[i] = false;
+		for (k = first[n]; k < first[n + 1]; k++)
+			if (act[kids[k]] && at_min(S[kids[k]] / weight[kids[k]], mtop))
+				grow[kids[k]] = true;
+		for (k = 0; k < norder; k++)
+		{
+			int			t = order[k],
+						q;
+
+			if (nk[t] == 0 || !act[t])
+				continue;
+			m[t] = 1e300;
+			for (q = first[t]; q < first[t + 1]; q++)
+				if (act[kids[q]])
+					m[t] = Min(m[t], S[kids[q]] / weight[kids[q]]);
+			if (!grow[t])
+				continue;
+			for (q = first[t]; q < first[t + 1]; q++)
+				if (act[kids[q]] && at_min(S[kids[q]] / weight[kids[q]], m[t]))
+					grow[kids[q]] = true;
+		}
+		/*
+		 * growth per unit of a node's share, bottom up: g (per resource),
+		 * den (what its growing children's unit raises its largest
+		 * resource; 0: they grow "free")
+		 */
+		for (k = norder - 1; k >= 0; k--)
+		{
+			int			t = order[k],
+						q,
+						best = -1;
+			double		sum[GS_NRES] = {0, 0, 0, 0};
+
+			if (!grow[t])
+				continue;
+			if (nk[t] == 0)
+			{
+				for (r = 0; r < GS_NRES; r++)
+					g[t * GS_NRES + r] = v[t * GS_NRES + r];
+				den[t] = 1;
+				continue;
+			}
+			for (q = first[t]; q < first[t + 1]; q++)
+				if (grow[kids[q]])
+					for (r = 0; r < GS_NRES; r++)
+						sum[r] += weight[kids[q]] * g[kids[q] * GS_NRES + r];
+			/* the largest resource counted; of equal ones, the one growing fastest */
+			for (r = 0; r < GS_NRES; r++)
+				if ((mask[t] & (1 << r)) &&
+					(best < 0 || sub[t * GS_NRES + r] > sub[t * GS_NRES + best] * (1 + 1e-9) + 1e-12 ||
+					 (at_min(sub[t * GS_NRES + best], sub[t * GS_NRES + r]) && sum[r] > sum[best])))
+					best = r;
+			den[t] = best >= 0 ? sum[best] : 0;
+			for (r = 0; r < GS_NRES; r++)
+				g[t * GS_NRES + r] = den[t] > 0 ? sum[r] / den[t] : 0;
+			if (den[t] <= 1e-15)
+			{
+				den[t] = 0;
+				free_mode = true;
+			}
+		}
+		/* rates, top down: per unit of the top level, or of a free node's children */
+		for (i = 0; i < n; i++)
+			rho[i] = 0;
+		if (!free_mode)
+			for (k = first[n]; k < first[n + 1]; k++)
+				if (grow[kids[k]])
+					rho[kids[k]] = weight[kids[k]];
+		for (k = 0; k < norder; k++)
+		{
+			int			t = order[k],
+						q;
+			double		dm;
+
+			if (nk[t] == 0 || !grow[t])
+				continue;
+			if (den[t] == 0)
+				dm = 1;			/* a free node: its children grow alone */
+			else if (rho[t] > 0)
+				dm = rho[t] / den[t];
+			else
+				continue;
+			for (q = first[t]; q < first[t + 1]; q++)
+				if (grow[kids[q]])
+					rho[kids[q]] = weight[kids[q]] * dm;
+		}
+		/* physical growth per resource, bottom up; leaves satisfied; limits */
+		for (k = norder - 1; k >= 0; k--)
+		{
+			int			t = order[k],
+						q;
+
+			for (r = 0; r < GS_NRES; r++)
+				srate[t * GS_NRES + r] = 0;
+			if (nk[t] == 0)
+			{
+				if (rho[t] <= 0)
+					continue;
+				any = true;
+				delta = Min(delta, (X[t] - x[t]) / rho[t]);
+				for (r = 0; r < GS_NRES; r++)
+					srate[t * GS_NRES + r] = rho[t] * v[t * GS_NRES + r];
+			}
+			for (q = first[t]; q < first[t + 1]; q++)
+				for (r = 0; r < GS_NRES; r++)
+					srate[t * GS_NRES + r] += srate[kids[q] * GS_NRES + r];
+			if (limit != NULL)
+				for (r = 0; r < GS_NRES; r++)
+					if (srate[t * GS_NRES + r] > 0 && limit[t * GS_NRES + r] >= 0 && capacity[r] > 0)
+						delta = Min(delta, (limit[t * GS_NRES + r] / capacity[r] - sub[t * GS_NRES + r]) /
+									srate[t * GS_NRES + r]);
+		}
+		if (!any)
+			break;
+		/* another resource becoming an inner node's largest */
+		for (k = 0; k < norder; k++)
+		{
+			int			t = order[k],
+						best = -1;
+
+			if (nk[t] == 0 || !act[t])
+				continue;
+			for (r = 0; r < GS_NRES; r++)
+				if ((mask[t] & (1 << r)) && (best < 0 || sub[t * GS_NRES + r] > sub[t * GS_NRES + best]))
+					best = r;
+			for (r = 0; r < GS_NRES && best >= 0; r++)
+				if ((mask[t] & (1 << r)) && srate[t * GS_NRES + r] > srate[t * GS_NRES + best] * (1 + 1e-9) &&
+					sub[t * GS_NRES + r] < sub[t * GS_NRES + best] * (1 - 1e-9) - 1e-12)
+					delta = Min(delta, (sub[t * GS_NRES + best] - sub[t * GS_NRES + r]) /
+								(srate[t * GS_NRES + r] - srate[t * GS_NRES + best]));
+		}
+		/* a lower sibling catching up with a higher one, in every sibling set */
+		for (i = -1; i < n; i++)
+		{
+			int			set = i < 0 ? n : i;
+			double		mn = 1e300,
+						lo = 1e300;
+
+			if (i >= 0 && (nk[i] == 0 || !act[i]))
+				continue;
+			ntop = 0;
+			for (k = first[set]; k < first[set + 1]; k++)
+				if (act[kids[k]])
+				{
+					top[ntop++] = kids[k];
+					mn = Min(mn, S[kids[k]] / weight[kids[k]]);
+				}
+			/* the lowest line's rise: the slowest of those at the minimum */
+			for (k = 0; k < ntop; k++)
+			{
+				int			c = top[k];
+				double		sr = 0;
+
+				if (!at_min(S[c] / weight[c], mn))
+					continue;
+				for (r = 0; r < GS_NRES; r++)
+					if ((mask[c] & (1 << r)) && sub[c * GS_NRES + r] >= S[c] * (1 - 1e-9) - 1e-12)
+						sr = Max(sr, srate[c * GS_NRES + r]);
+				lo = Min(lo, sr / weight[c]);
+			}
+			if (lo <= 0 || lo >= 1e300)
+				continue;
+			for (k = 0; k < ntop; k++)
+			{
+				int			c = top[k];
+
+				if (!at_min(S[c] / weight[c], mn))
+					delta = Min(delta, (S[c] / weight[c] - mn) / lo);
+			}
+		}
+		for (r = 0; r < GS_NRES; r++)
+			rate[r] = 0;
+		for (k = first[n]; k < first[n + 1]; k++)
+			for (r = 0; r < GS_NRES; r++)
+				rate[r] += srate[kids[k] * GS_NRES + r];
+		for (r = 0; r < GS_NRES; r++)
+			if (rate[r] > 0)
+				delta = Min(delta, (1 - used[r]) / rate[r]);
+		delta = Max(delta, 0);
+		if (delta >= 1e300)
+			break;
+		for (i = 0; i < n; i++)
+			if (nk[i] == 0 && rho[i] > 0)
+			{
+				x[i] += rho[i] * delta;
+				if (x[i] >= X[i] * (1 - HDRF_TOL))
+					x[i] = X[i];
+			}
+	}
+	elog(DEBUG2, "gangsched: H-DRF over %d teams in %d steps", n, it);
+	/* the subtrees' allocations, in amounts */
+	for (k = norder - 1; k >= 0; k--)
+	{
+		int			t = order[k],
+					q;
+
+		for (r = 0; r < GS_NRES; r++)
+		{
+			double		s = 0;
+
+			if (nk[t] == 0 && capacity[r] > 0)
+				s = x[t] * v[t * GS_NRES + r] * capacity[r];
+			for (q = first[t]; q < first[t + 1]; q++)
+				s += alloc[kids[q] * GS_NRES + r];
+			alloc[t * GS_NRES + r] = s;
+		}
+	}
+	pfree(nk);
+	pfree(first);
+	pfree(kids);
+	pfree(order);
+	pfree(fill);
+	pfree(top);
+	pfree(x);
+	pfree(X);
+	pfree(v);
+	pfree(g);
+	pfree(sub);
+	pfree(srate);
+	pfree(S);
+	pfree(den);
+	pfree(m);
+	pfree(rho);
+	pfree(capd);
+	pfree(mask);
+	pfree(act);
+	pfree(grow);
+}
+
+/*
+ * What a subtree may hold of each resource as its quotas say (the rounds'
+ * borrowing limits, per level): the sum over the pools with capacity of
+ * nominal plus borrowing limit, where every such pool has one; -1 when some
+ * pool sets no limit (or the limits reach the cluster's capacity).
+ */
+void
+gs_tree_limits(const GsCluster *c, double *limit)
+{
+	int			t,
+				p,
 				r;
 
-	memcpy(dem, demand, sizeof(double) * GS_NRES * c->nteams);
 	for (t = 0; t < c->nteams; t++)
-		maxd = Max(maxd, c->teams[t].depth);
-	for (d = maxd; d >= 1; d--)
-		for (t = 0; t < c->nteams; t++)
-			if (c->teams[t].depth == d && c->teams[t].parent >= 0)
-				for (r = 0; r < GS_NRES; r++)
-					dem[c->teams[t].parent * GS_NRES + r] += dem[t * GS_NRES + r];
-	for (t = 0; t <= c->nteams; t++)
-		levels[t] = 1e300;
-	levels_below(c, -1, dem, c->capacity, levels);
-	pfree(dem);
+		for (r = 0; r < GS_NRES; r++)
+		{
+			double		total = 0;
+			bool		unlimited = false;
+
+			for (p = 0; p < c->npools && !unlimited; p++)
+			{
+				const GsQuota *q = QUOTA(c, t, p);
+				double		pcap = c->pools[p].capacity[r];
+
+				if (pcap <= 0)
+					continue;
+				if (q->has && q->nominal[r] >= 0 && q->borrow[r] >= 0)
+					total += Min(q->nominal[r] + q->borrow[r], pcap);
+				else
+					unlimited = true;
+			}
+			limit[t * GS_NRES + r] = (unlimited || total >= c->capacity[r] - GS_EPS) ? -1 : total;
+		}
 }
+
+void
+gs_tree_fair_shares(const GsCluster *c, const double *demand, double *alloc)
+{
+	int32_t    *parent = palloc(sizeof(int32_t) * Max(c->nteams, 1));
+	double	   *weight = palloc(sizeof(double) * Max(c->nteams, 1)),
+			   *limit = palloc(sizeof(double) * GS_NRES * Max(c->nteams, 1));
+	int			t;
+
+	for (t = 0; t < c->nteams; t++)
+	{
+		parent[t] = c->teams[t].parent;
+		weight[t] = c->teams[t].weight > 0 ? c->teams[t].weight : 1;
+	}
+	gs_tree_limits(c, limit);
+	gs_hdrf(c->nteams, parent, weight, demand, limit, c->capacity, alloc);
+	pfree(parent);
+	pfree(weight);
+	pfree(limit);
+}
+
+double
+gs_alloc_share(const GsCluster *c, const double *a)
+{
+	double		ds = 0;
+	int			r;
+
+	for (r = 0; r < GS_NRES; r++)
+		if (c->capacity[r] > 0)
+			ds = Max(ds, a[r] / c->capacity[r]);
+	return ds;
+}
+
 
 uint64_t
 gs_guaranteed_pools(const GsCluster *c, const GsJob *j)

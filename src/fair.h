@@ -48,12 +48,6 @@ extern void gs_unaccount_running(GsCluster *c, const GsRunning *r);
 extern void gs_tree_rollup(GsCluster *c);
 
 /*
- * The fair level of every sibling set of a tree (levels[parent], the top
- * set at levels[nteams]): the top set shares the cluster, each team's
- * children share what the team is entitled to (its subtree's demand scaled
- * to its set's level). demand as for gs_fair_level, per leaf.
- */
-/*
  * What subtree t holds back of resource r in the pool from teams outside
  * it (the larger of its own idle nominal less lending limit and its
  * children's), and the subtrees off team tix's path to the top (siblings
@@ -63,6 +57,24 @@ extern double gs_tree_held_back(const GsCluster *c, int pool, int t, int r);
 extern double gs_tree_kept(const GsCluster *c, int pool, int a, int except, int r);
 extern int	gs_tree_off_path(const GsCluster *c, int tix, int *out);
 
-extern void gs_tree_fair_levels(const GsCluster *c, const double *demand, double *levels);
+/*
+ * Hierarchical weighted DRF (H-DRF) over n teams on plain arrays: parent[t]
+ * (-1 at the top), weight[t] (> 0), demand[t][GS_NRES] (a leaf's use plus
+ * pending work; inner teams' own is not counted), limit[t][GS_NRES] (what
+ * the subtree may hold, < 0 none; limit may be NULL), capacity[GS_NRES].
+ * alloc[t][GS_NRES]: what each subtree is entitled to, in amounts.
+ */
+extern void gs_hdrf(int n, const int32_t *parent, const double *weight, const double *demand,
+					const double *limit, const double capacity[GS_NRES], double *alloc);
+
+/* Each team's limit per resource from its quotas (borrowing limits), < 0 none (gs_hdrf's limit). */
+extern void gs_tree_limits(const GsCluster *c, double *limit);
+
+/* gs_hdrf over the cluster's tree, weights and quotas: alloc[t][GS_NRES]. */
+extern void gs_tree_fair_shares(const GsCluster *c, const double *demand, double *alloc);
+
+/* An allocation's dominant share of the cluster (max over resources of amount / capacity). */
+extern double gs_alloc_share(const GsCluster *c, const double *a);
+
 
 #endif							/* GANGSCHED_FAIR_H */

@@ -11,10 +11,12 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "executor/tuptable.h"
+#include "funcapi.h"
 #include "tcop/dest.h"
 #include "portability/instr_time.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
@@ -25,6 +27,7 @@
 #include "loader.h"
 #include "placement.h"
 #include "spi.h"
+#include "tenancy.h"
 
 static bool
 col_null(int row, int col)
@@ -1241,4 +1244,117 @@ gs_load_running(GsState *st)
 	teams = team_index(st->cluster);
 	load_running_jobs(st, &teams, &byjob);
 	load_running_allocs(st->cluster, &nodes, byjob);
+}
+
+/* ---- team_shares.fair_share: H-DRF over the tree (SQL) ------------------ */
+
+/*
+ * gangsched._fair_shares(): every team's H-DRF allocation (its subtree's,
+ * per resource) and its dominant share of the cluster, by the rounds' own
+ * code (gs_tree_fair_shares, src/fair.c) over the teams, tree, weights and
+ * quotas the loader reads, the pools' up capacity, and each team's demand as
+ * the rounds count it: what it holds (open allocations except those of
+ * victims told to stop for a preemptor, and capacity held for its nominated
+ * jobs) plus its pending jobs outside a dependency wait. A round does not
+ * count pending jobs whose queue timeout passed; the view does until they
+ * expire. Inner teams' own demand is not counted (live jobs are only in
+ * leaves, invariant 9).
+ */
+PG_FUNCTION_INFO_V1(gs_fair_shares_sql);
+Datum
+gs_fair_shares_sql(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	GsState    *st = palloc0(sizeof(GsState));
+	GsCluster  *c = palloc0(sizeof(GsCluster));
+	IdIndex		teams;
+	double	   *demand,
+			   *alloc;
+	int			save_nestlevel,
+				i,
+				k;
+
+	InitMaterializedSRF(fcinfo, 0);
+	save_nestlevel = gs_fix_search_path();
+	SPI_connect();
+	st->cluster = c;
+	load_pools(c);
+	run("SELECT n.pool_id, pg_catalog.sum(n.gpus)::pg_catalog.float8, pg_catalog.sum(n.cpus)::pg_catalog.float8,"
+		"       pg_catalog.sum(n.mem_gb)::pg_catalog.float8, pg_catalog.sum(n.net_gbps)::pg_catalog.float8"
+		"  FROM gangsched.nodes n WHERE n.state OPERATOR(pg_catalog.=) 'up' GROUP BY n.pool_id", SPI_OK_SELECT);
+	for (i = 0; i < (int) SPI_processed; i++)
+	{
+		int			pi = pool_index(c, col_int(i, 1, 0), -1);
+
+		for (k = 0; k < GS_NRES; k++)
+		{
+			double		amt = col_float(i, 2 + k, 0);
+
+			if (pi >= 0)
+				c->pools[pi].capacity[k] += amt;
+			c->capacity[k] += amt;
+		}
+	}
+	load_teams(st, c, true);
+	teams = team_index(c);
+	build_tree(c, &teams);
+	load_quotas(c, &teams);
+	demand = palloc0(sizeof(double) * GS_NRES * Max(c->nteams, 1));
+	alloc = palloc0(sizeof(double) * GS_NRES * Max(c->nteams, 1));
+
+	/*
+	 * The pending jobs' demand is read from gangs_pending_demand_idx
+	 * (index-only): the planner costs a scan of the gangs' wide rows below
+	 * it, but deforming 20,000 of them to their last columns took 3-5 times
+	 * as long. Until the end of this call (the search_path's nest level).
+	 */
+	(void) set_config_option("enable_seqscan", "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	run("SELECT x.team_id, pg_catalog.sum(x.gpus), pg_catalog.sum(x.cpus), pg_catalog.sum(x.mem), pg_catalog.sum(x.net)"
+		"  FROM (SELECT a.team_id, pg_catalog.sum(a.gpus)::pg_catalog.float8 AS gpus,"
+		"               pg_catalog.sum(a.cpus)::pg_catalog.float8 AS cpus,"
+		"               pg_catalog.sum(a.mem_gb)::pg_catalog.float8 AS mem,"
+		"               pg_catalog.sum(a.net_gbps)::pg_catalog.float8 AS net"
+		"          FROM gangsched.allocations a"
+		"         WHERE pg_catalog.upper_inf(a.during)"
+		"           AND NOT EXISTS (SELECT FROM gangsched.gangs g WHERE g.id OPERATOR(pg_catalog.=) a.job"
+		"                             AND g.state OPERATOR(pg_catalog.=) 'preempting' AND g.preempted_for IS NOT NULL)"
+		"         GROUP BY a.team_id"
+		"        UNION ALL"
+		"        SELECT g.team_id, pg_catalog.sum(g.f_gpus), pg_catalog.sum(h.cpus)::pg_catalog.float8,"
+		"               pg_catalog.sum(h.mem_gb)::pg_catalog.float8, pg_catalog.sum(h.net_gbps)::pg_catalog.float8"
+		"          FROM gangsched.holds h JOIN gangsched.gangs g ON g.id OPERATOR(pg_catalog.=) h.job"
+		"         GROUP BY g.team_id"
+		"        UNION ALL"
+		"        SELECT g.team_id, pg_catalog.sum(g.workers OPERATOR(pg_catalog.*) g.f_gpus),"
+		"               pg_catalog.sum(g.workers OPERATOR(pg_catalog.*) g.f_cpus),"
+		"               pg_catalog.sum(g.workers OPERATOR(pg_catalog.*) g.f_mem_gb),"
+		"               pg_catalog.sum(g.workers OPERATOR(pg_catalog.*) g.f_net_gbps)"
+		"          FROM gangsched.gangs g"
+		"         WHERE g.state OPERATOR(pg_catalog.=) 'pending' AND g.waiting_for IS NULL"
+		"         GROUP BY g.team_id) x"
+		" GROUP BY x.team_id", SPI_OK_SELECT);
+	for (i = 0; i < (int) SPI_processed; i++)
+	{
+		int			ti = id_lookup(&teams, col_int(i, 1, 0));
+
+		if (ti < 0 || c->teams[ti].nchildren > 0)
+			continue;
+		for (k = 0; k < GS_NRES; k++)
+			demand[ti * GS_NRES + k] += col_float(i, 2 + k, 0);
+	}
+	gs_tree_fair_shares(c, demand, alloc);
+	for (i = 0; i < c->nteams; i++)
+	{
+		Datum		v[6];
+		bool		nl[6] = {false, false, false, false, false, false};
+
+		v[0] = Int32GetDatum(c->teams[i].id);
+		v[1] = Float8GetDatum(gs_alloc_share(c, &alloc[i * GS_NRES]));
+		for (k = 0; k < GS_NRES; k++)
+			v[2 + k] = Float8GetDatum(alloc[i * GS_NRES + k]);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v, nl);
+	}
+	SPI_finish();
+	gs_restore_search_path(save_nestlevel);
+	return (Datum) 0;
 }

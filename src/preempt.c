@@ -176,7 +176,7 @@ typedef struct Search
 	int		   *side;			/* the child of LCA(J's team, t) on t's side (t's top-level team when none) */
 	int		   *jside;			/* the child of that LCA on J's side */
 	int		   *lcad;			/* the LCA's depth, -1 when none */
-	const double *levels;		/* fair level of each sibling set (gs_tree_fair_levels) */
+	const double *levels;		/* [team][GS_NRES]: each subtree's fair allocation (gs_tree_fair_shares) */
 } Search;
 
 /*
@@ -362,13 +362,22 @@ tree_sides(Search *s)
 	pfree(onpath);
 }
 
-/* The fair level of the sibling set that team t (a side) belongs to. */
+/*
+ * Team trees: a side's weighted share counted over the resources the job
+ * asks for only (`on`), with sign × delta added. Under H-DRF a subtree is
+ * not compared on a resource the contest is not about (a sibling holding
+ * all the CPUs does not hold a GPU job off).
+ */
 static double
-tree_level(const Search *s, int t)
+share_on(const GsCluster *c, int t, const double delta[GS_NRES], double sign, const double on[GS_NRES])
 {
-	int			pa = s->c->teams[t].parent;
+	double		ds = 0;
+	int			r;
 
-	return s->levels ? s->levels[pa >= 0 ? pa : s->c->nteams] : 1e300;
+	for (r = 0; r < GS_NRES; r++)
+		if (c->capacity[r] > 0 && on[r] > 0)
+			ds = Max(ds, (c->teams[t].used[r] + (delta ? sign * delta[r] : 0)) / c->capacity[r]);
+	return ds / c->teams[t].weight;
 }
 
 /* Add (sign) a victim's demand to the plan's take from its team and every ancestor. */
@@ -399,7 +408,11 @@ typedef enum FairVerdict
  * `rem` are already in the plan. Only for a borrowing J and another team.
  * With hysteresis, capacity moves only from a team that keeps at least its
  * entitlement (the round's fair level) to a team below it; then the rule
- * (final_share or initial_share) decides.
+ * (final_share or initial_share) decides. In a tree, with hysteresis, the
+ * two sides under the LCA are compared on the resources the job asks for,
+ * each against its H-DRF allocation (what team_shares.fair_share shows),
+ * and that decides; without it the rule compares their shares of those
+ * resources.
  */
 static FairVerdict
 fair_test(const Search *s, int t, const double *rem, const double extra[GS_NRES])
@@ -416,24 +429,46 @@ fair_test(const Search *s, int t, const double *rem, const double extra[GS_NRES]
 					js = s->jside[t];
 		double		jd[GS_NRES] = {s->j->gpus * s->j->workers, s->j->cpus * s->j->workers,
 		s->j->mem * s->j->workers, s->j->net * s->j->workers};
-		double		level = tree_level(s, vs);
 		double		mine;
 
 		if (vs == js)
 			return FAIR_YES;	/* t is an ancestor of J's team: no sibling to compare */
 		for (r = 0; r < GS_NRES; r++)
 			d[r] = s->rem[vs * GS_NRES + r] + (extra ? extra[r] : 0);
-		mine = share_with(s->c, js, jd, 1.0);
-		if (s->hysteresis)
+		mine = share_on(s->c, js, jd, 1.0, jd);
+		if (s->hysteresis && s->levels != NULL)
 		{
-			if (gs_dominant_share(s->c, js) >= level - GS_EPS)
+			/*
+			 * per resource the job asks for, against the sides' H-DRF
+			 * allocations: J's side holds its fair amount of each already,
+			 * or the victims' side would fall below its own in one
+			 */
+			const double *fj = &s->levels[js * GS_NRES],
+					   *fv = &s->levels[vs * GS_NRES];
+			bool		held = true;
+
+			for (r = 0; r < GS_NRES; r++)
+				if (jd[r] > 0 && s->c->capacity[r] > 0 && s->c->teams[js].used[r] < fj[r] - GS_EPS)
+					held = false;
+			if (held)
 				return FAIR_HELD;
-			if (share_with(s->c, vs, d, -1.0) < level - GS_EPS)
-				return FAIR_FLOOR;
+			for (r = 0; r < GS_NRES; r++)
+				if (jd[r] > 0 && d[r] > 0 && s->c->teams[vs].used[r] - d[r] < fv[r] - GS_EPS)
+					return FAIR_FLOOR;
+
+			/*
+			 * the allocations decide: H-DRF's split is not where the
+			 * sides' shares are equal once a resource ran out (a side
+			 * holding all the CPUs is entitled to fewer GPUs than its
+			 * sibling holding none), so the rule's share comparison
+			 * would keep it from ever being reached; moving only from a
+			 * side above its allocation to one below cannot swing back
+			 */
+			return FAIR_YES;
 		}
 		if (s->rule == GS_FAIR_INITIAL_SHARE)
-			return mine < gs_dominant_share(s->c, vs) - GS_SHARE_EPS ? FAIR_YES : FAIR_RULE;
-		return mine <= share_with(s->c, vs, d, -1.0) + GS_SHARE_EPS ? FAIR_YES : FAIR_RULE;
+			return mine < share_on(s->c, vs, NULL, 0, jd) - GS_SHARE_EPS ? FAIR_YES : FAIR_RULE;
+		return mine <= share_on(s->c, vs, d, -1.0, jd) + GS_SHARE_EPS ? FAIR_YES : FAIR_RULE;
 	}
 	for (r = 0; r < GS_NRES; r++)
 		d[r] = (rem ? rem[r] : 0) + (extra ? extra[r] : 0);

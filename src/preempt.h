@@ -32,7 +32,7 @@ typedef struct GsPreemptSettings
 typedef struct GsPreemptRound
 {
 	double		fair_level;		/* gs_fair_level() at the round's start */
-	double	   *levels;			/* team trees: gs_tree_fair_levels() at the round's start, else NULL */
+	double	   *levels;			/* team trees: [team][GS_NRES] fair allocations (gs_tree_fair_shares) at the round's start, else NULL */
 	int64		probes;			/* placement probes made (for the round's DEBUG1 line) */
 } GsPreemptRound;
 

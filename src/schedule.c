@@ -643,7 +643,7 @@ fair_level(GsState *st, double **levels)
 	{
 		/*
 		 * trees: a team's use is its subtree's (gs_tree_rollup), and
-		 * gs_tree_fair_levels sums the subtrees' demands itself: keep each
+		 * gs_tree_fair_shares counts the leaves' demands: keep each
 		 * team's own use only, or an inner team's would count twice
 		 */
 		for (t = 0; t < c->nteams; t++)
@@ -664,10 +664,13 @@ fair_level(GsState *st, double **levels)
 	}
 	if (c->tree)
 	{
-		/* trees: one level per sibling set, each set sharing what its parent is entitled to */
-		*levels = palloc(sizeof(double) * (c->nteams + 1));
-		gs_tree_fair_levels(c, demand, *levels);
-		level = (*levels)[c->nteams];
+		/*
+		 * trees: each team's fair allocation per resource, H-DRF
+		 * (fair.h); the flat level is not used
+		 */
+		*levels = palloc0(sizeof(double) * GS_NRES * Max(c->nteams, 1));
+		gs_tree_fair_shares(c, demand, *levels);
+		level = 1e300;
 	}
 	else
 		level = gs_fair_level(c, demand);

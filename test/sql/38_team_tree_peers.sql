@@ -29,7 +29,7 @@ LANGUAGE sql AS $$
            count(*) FILTER (WHERE g.state = 'pending')
       FROM gangsched.teams t JOIN gangsched.gangs g ON g.team_id = t.id
      GROUP BY t.name ORDER BY t.name $$;
--- the tree's rows of team_shares: subtree use and the SQL fair share
+-- the tree's rows of team_shares: subtree use and the H-DRF fair share
 CREATE FUNCTION pg_temp.shares() RETURNS TABLE (path text, used_gpus numeric, used_cpus numeric, dominant_share numeric, fair_share numeric)
 LANGUAGE sql AS $$
     SELECT s.path::text, s.used_gpus, s.used_cpus, s.dominant_share, s.fair_share
@@ -180,10 +180,10 @@ SELECT * FROM gangsched.check_invariants();
 -- else wants. 20 nodes of 4 GPUs and 16 CPUs (80 GPUs, 320 CPUs); jobs of
 -- 1 GPU (no CPU) or 4 CPUs (no GPU); everyone wants more than all.
 -- The rounds give the published answer: n1 40 GPUs, n2,2 40, n2,1 all
--- 320 CPUs. team_shares' fair_share does not: it stops n2,1 at 0.5 (160
--- CPUs), because _fair_shares caps a subtree at its level on every
--- resource instead of rescaling a child whose resource no sibling wants
--- (a known disagreement between the view and the rounds, reported).
+-- 320 CPUs, and so does team_shares' fair_share (H-DRF, the rounds' code):
+-- once the GPUs are used up, n2,2 is blocked and n2 is compared on the
+-- CPUs n2,1 still asks for, so n2,1's fair share is 1.0 (all 320 CPUs)
+-- and n2's too (40 GPUs and 320 CPUs).
 SELECT pg_temp.fresh();
 SELECT pg_temp.nodes(20, 4, 16);
 SELECT gangsched.add_team('n1', 1), gangsched.add_team('n2', 1);
@@ -207,16 +207,36 @@ SELECT * FROM gangsched.check_invariants();
 -- nodes of 4 GPUs and 15 CPUs (80 GPUs, 300 CPUs); 1-GPU or 1-CPU jobs.
 -- The rounds split the GPUs in halves as published, the CPUs 101/101/98
 -- (n3,1 three jobs short of its third: n3's subtree share counts n3,2's
--- GPUs too, so n3 is picked less often while they last). fair_share
--- gives n3,2 0.3125 (25 GPUs) and n4 0.6875 (55): the naive answer the
--- design note warns of, as _fair_shares does not ignore n3's saturated
--- CPUs (reported, as in scenario 5).
+-- GPUs too, so n3 is picked less often while they last). fair_share is
+-- the published H-DRF answer: 1/3 of the CPUs each for n1, n2 and n3,1;
+-- once the CPUs are used up n3 is compared on its GPUs only, so n3,2 and
+-- n4 get 0.5 each (40 GPUs), not the naive 25 / 55.
 SELECT pg_temp.fresh();
 SELECT pg_temp.nodes(20, 4, 15);
 SELECT gangsched.add_team(t, 1) FROM unnest(ARRAY['n1', 'n2', 'n3', 'n4']) t;
 SELECT gangsched.add_team('n3.1', 1, 'n3'), gangsched.add_team('n3.2', 1, 'n3');
 SELECT count(gangsched.submit(t, 1, 0, 1)) FROM unnest(ARRAY['n1', 'n2', 'n3.1']) t, generate_series(1, 400);
 SELECT count(gangsched.submit(t, 1, 1)) FROM unnest(ARRAY['n3.2', 'n4']) t, generate_series(1, 100);
+SELECT * FROM pg_temp.round();
+SELECT * FROM pg_temp.held();
+SELECT * FROM pg_temp.shares();
+SELECT * FROM gangsched.check_invariants();
+
+/* ================================================================== */
+/* 7. Not from a peer: a borrowing limit caps the fair share          */
+/* ================================================================== */
+
+-- 80 GPUs; a (weight 3, children a1 and a2) and b (weight 1), everyone
+-- wanting more than all. By weight a would get 60 and b 20, but a's quota
+-- (nominal 20, borrowing limit 20) lets its subtree hold 40 at most: the
+-- rounds give a 40 and b 40, and fair_share (H-DRF, limits per level)
+-- says so: a 0.5 (a1 and a2 0.25 each), b 0.5.
+SELECT pg_temp.fresh();
+SELECT pg_temp.nodes(20, 4, 16);
+SELECT gangsched.add_team('a', 3), gangsched.add_team('b', 1);
+SELECT gangsched.add_team('a1', 1, 'a'), gangsched.add_team('a2', 1, 'a');
+SELECT gangsched.set_quota('a', 'main', 20, borrowing_limit_gpus => 20);
+SELECT count(gangsched.submit(t, 1, 1)) FROM unnest(ARRAY['a1', 'a2', 'b']) t, generate_series(1, 100);
 SELECT * FROM pg_temp.round();
 SELECT * FROM pg_temp.held();
 SELECT * FROM pg_temp.shares();

@@ -1,16 +1,27 @@
--- Team trees, a seeded property test that the two implementations of
--- hierarchical weighted DRF agree: the fair_share column of team_shares
--- (SQL, _fair_shares) and what the rounds do with the C order
--- (next_fair_tree, src/order.c) and the per-sibling-set fair levels
--- preemption uses (gs_tree_fair_levels, src/fair.c; not callable from
--- SQL, so compared through what the rounds leave). On random trees (two
--- or three levels, random weights per level) with 1-GPU jobs on 320 GPUs
--- and no quotas, every team's subtree must end holding its fair_share of
--- the cluster within one job (1/320, plus the view's rounding to 4
--- places). Part 1: every leaf submits at once, one round (the order).
--- Part 2: half of the leaves fill the cluster first, the others submit
--- later and preemption takes back what their fair levels give them
--- (victims released as their agents would confirm, rounds repeated).
+-- Team trees, a seeded property test that the view and the rounds agree
+-- on hierarchical weighted DRF: the fair_share column of team_shares (and
+-- the per-resource allocations of _fair_shares, both from gs_hdrf in
+-- src/fair.c) against what the rounds do with the C order (next_fair_tree,
+-- src/order.c) and the fair allocations preemption's hysteresis compares
+-- with (the same gs_hdrf; not callable from SQL, so compared through what
+-- the rounds leave). On random trees (two or three levels, random weights
+-- per level) with 1-GPU jobs on 320 GPUs and no quotas, every team's
+-- subtree must end holding its fair_share of the cluster within one job
+-- (1/320, plus the view's rounding to 4 places). Part 1: every leaf
+-- submits at once, one round (the order). Part 2: half of the leaves fill
+-- the cluster first, the others submit later and preemption takes back
+-- what their fair allocations give them (victims released as their agents
+-- would confirm, rounds repeated).
+-- Part 3: two resources, 320 GPUs and 640 CPUs (16 a node). Each leaf asks
+-- for GPUs (1-GPU jobs) or for CPUs only (8-CPU jobs, one being 1/80 of the
+-- CPUs), so that both resources run out and a subtree blocked on one is
+-- re-levelled on the other (H-DRF). Every team's subtree must hold its
+-- fair allocation of each resource (_fair_shares, the per-resource
+-- amounts) within two jobs: the order compares a subtree's whole dominant
+-- share while H-DRF stops counting a resource that ran out, and a subtree
+-- holding both kinds rounds a job of each; after one round, and after
+-- late leaves took theirs back by preemption (where a plan may need two
+-- victims, the second taking its side below its allocation).
 SET TimeZone = 'UTC';
 SET gangsched.clock_override = '2030-01-01 00:00:00+00';
 SET gangsched.start_timeout = '1d';
@@ -26,9 +37,9 @@ LANGUAGE sql AS $$
     SELECT ARRAY(SELECT t.name FROM gangsched.teams t
                   WHERE NOT EXISTS (SELECT FROM gangsched.teams c WHERE c.parent_id = t.id) ORDER BY t.id) $$;
 
--- A random tree on 40 nodes of 8 GPUs (after a fresh extension); returns
--- how many leaves it has.
-CREATE FUNCTION pg_temp.tree(seed float8) RETURNS int
+-- A random tree on 40 nodes of 8 GPUs and `cpus` CPUs (after a fresh
+-- extension); returns how many leaves it has.
+CREATE FUNCTION pg_temp.tree(seed float8, cpus int DEFAULT 64) RETURNS int
 LANGUAGE plpgsql AS $$
 DECLARE
     i int; k int; m int;
@@ -41,7 +52,7 @@ BEGIN
     PERFORM setseed(seed);
     PERFORM gangsched.set_topology_levels(ARRAY['rack']);
     PERFORM gangsched.add_pool('main', 'reserved');
-    PERFORM gangsched.add_node('n' || x, 'main', ('r' || (x / 10))::ltree, 64, 512, 100, 8, NULL, NULL)
+    PERFORM gangsched.add_node('n' || x, 'main', ('r' || (x / 10))::ltree, cpus, 512, 100, 8, NULL, NULL)
        FROM generate_series(1, 40) x;
     FOR i IN 1 .. 2 + floor(random() * 2)::int LOOP
         PERFORM gangsched.add_team('t' || i, 1 + floor(random() * 4)::int);
@@ -149,6 +160,77 @@ SET gangsched.preemption = on;
 SELECT pg_temp.demand(l[cardinality(l) / 2 + 1:]) AS late FROM pg_temp.leaves() l \gset
 SELECT pg_temp.settle(20) AS rounds;
 SELECT * FROM pg_temp.check(:early + :late);
+SELECT * FROM gangsched.check_invariants();
+
+/* Part 3: two resources (GPU leaves and CPU-only leaves) */
+
+-- Demands as pg_temp.demand, each leaf asking for GPUs or (two in five)
+-- for CPUs only, in 8-CPU jobs.
+CREATE FUNCTION pg_temp.demand2(leaves text[]) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    name text;
+    d int;
+    cpu bool;
+    total bigint := 0;
+BEGIN
+    FOREACH name IN ARRAY leaves LOOP
+        cpu := random() < 0.4;
+        d := CASE WHEN random() < 0.25 THEN 5 + floor(random() * 36)::int ELSE 60 + floor(random() * 200)::int END;
+        IF cpu THEN
+            PERFORM gangsched.submit(name, 1, 0, 8) FROM generate_series(1, d);
+        ELSE
+            PERFORM gangsched.submit(name, 1, 1) FROM generate_series(1, d);
+        END IF;
+        total := total + d;
+    END LOOP;
+    RETURN total;
+END $$;
+
+-- Every team's subtree use of GPUs and CPUs against its H-DRF allocation:
+-- teams, teams off by more than two jobs in either resource, the largest
+-- gap in jobs, and whether GPUs and CPUs were both used up (some leaf of
+-- each kind asking for more than it got).
+CREATE FUNCTION pg_temp.check2()
+RETURNS TABLE (teams bigint, violations bigint, max_gap_jobs numeric, both_full bool)
+LANGUAGE sql AS $$
+    WITH u AS (
+        SELECT t.id, COALESCE(sum(ts.used_gpus), 0) AS gpus, COALESCE(sum(ts.used_cpus), 0) AS cpus
+          FROM gangsched.teams t LEFT JOIN gangsched.team_shares ts ON ts.team = t.name GROUP BY t.id),
+    gap AS (
+        SELECT GREATEST(abs(u.gpus - f.gpus), abs(u.cpus - f.cpus) / 8) AS gap
+          FROM u JOIN gangsched._fair_shares() f ON f.team_id = u.id)
+    SELECT count(*), count(*) FILTER (WHERE gap > 2 + 1e-6), round(max(gap)::numeric, 2),
+           (SELECT sum(g.gpus * g.workers) = 320 AND sum(g.cpus * g.workers) > 640 - 8
+              FROM gangsched.gangs g WHERE g.state IN ('placed', 'running'))
+      FROM gap $$;
+
+SELECT pg_temp.tree(-0.81, 16) AS leaves;
+SELECT pg_temp.demand2(pg_temp.leaves()) > 0 AS asked;
+SELECT considered > 0 AS ran FROM gangsched.run_round();
+SELECT * FROM pg_temp.check2();
+SELECT * FROM gangsched.check_invariants();
+
+SELECT pg_temp.tree(0.55, 16) AS leaves;
+SELECT pg_temp.demand2(pg_temp.leaves()) > 0 AS asked;
+SELECT considered > 0 AS ran FROM gangsched.run_round();
+SELECT * FROM pg_temp.check2();
+SELECT * FROM gangsched.check_invariants();
+
+SELECT pg_temp.tree(0.44, 16) AS leaves;
+SELECT pg_temp.demand2(pg_temp.leaves()) > 0 AS asked;
+SELECT considered > 0 AS ran FROM gangsched.run_round();
+SELECT * FROM pg_temp.check2();
+SELECT * FROM gangsched.check_invariants();
+
+SET gangsched.preemption = off;
+SELECT pg_temp.tree(0.36, 16) AS leaves;
+SELECT pg_temp.demand2(l[1:cardinality(l) / 2]) > 0 AS early FROM pg_temp.leaves() l;
+SELECT pg_temp.settle(3) AS rounds;
+SET gangsched.preemption = on;
+SELECT pg_temp.demand2(l[cardinality(l) / 2 + 1:]) > 0 AS late FROM pg_temp.leaves() l;
+SELECT pg_temp.settle(20) AS rounds;
+SELECT * FROM pg_temp.check2();
 SELECT * FROM gangsched.check_invariants();
 
 SET client_min_messages = warning;
