@@ -330,7 +330,8 @@ job_receive(TupleTableSlot *slot, DestReceiver *self)
 	j->queue_timeout_s = nl[22] ? -1 : DatumGetFloat8(v[22]);
 	j->old_reason_refused = !nl[23] && DatumGetBool(v[23]);
 	j->hold_s = nl[24] ? -1 : DatumGetFloat8(v[24]) + gs_grace_s(nl[25], nl[25] ? 0 : DatumGetFloat8(v[25]));
-	j->attained = (st->las_teams && !nl[26]) ? DatumGetFloat8(v[26]) : 0;
+	j->reclaimed_by = nl[26] ? -1 : id_lookup(r->teams, DatumGetInt32(v[26]));
+	j->attained = (st->las_teams && !nl[27]) ? DatumGetFloat8(v[27]) : 0;
 	j->las_queue = -1;			/* set by the order step, which knows the clock */
 	/* clamp depths the model cannot have */
 	if (j->group_depth > c->nlevels + 1 || j->group_depth < 0)
@@ -810,7 +811,21 @@ load_jobs(GsState *st, GsCluster *c, const IdIndex *teams)
 		"       EXTRACT(epoch FROM g.queue_timeout)::pg_catalog.float8,"
 		"       pg_catalog.strpos(g.reason, 'preemption refused: ') OPERATOR(pg_catalog.>) 0,"
 		"       pg_catalog.date_part('epoch', g.time_limit),"
-		"       CASE WHEN g.time_limit IS NOT NULL THEN pg_catalog.date_part('epoch', g.grace) END");
+		"       CASE WHEN g.time_limit IS NOT NULL THEN pg_catalog.date_part('epoch', g.grace) END,"
+	/*
+	 * Anti-thrash (docs/preemption.md): for a job whose last preemption was
+	 * a reclaim, the team that reclaimed (its preemptor's). One probe of
+	 * events_preempting_idx per pending job that was ever preempted, in the
+	 * queue's own scan (a query of its own read every pending row again).
+	 */
+		"       CASE WHEN g.preemptions OPERATOR(pg_catalog.>) 0 THEN"
+		"         (SELECT p.team_id"
+		"            FROM (SELECT e.detail, e.reason FROM gangsched.events e"
+		"                   WHERE e.job OPERATOR(pg_catalog.=) g.id AND e.kind OPERATOR(pg_catalog.=) 'preempting'"
+		"                   ORDER BY e.id DESC LIMIT 1) e"
+		"            JOIN gangsched.gangs p"
+		"              ON p.id OPERATOR(pg_catalog.=) (e.detail OPERATOR(pg_catalog.->>) 'for')::pg_catalog.int8"
+		"           WHERE pg_catalog.strpos(e.reason, '(reclaim)') OPERATOR(pg_catalog.>) 0) END");
 	/*
 	 * The attained service of las teams' jobs that have held capacity
 	 * before (requeued: only they have allocations), in the same query:
@@ -861,64 +876,6 @@ load_datasets(GsCluster *c, const IdIndex *nodes)
 	}
 }
 
-typedef struct ReclaimEntry
-{
-	int64		job;			/* the key */
-	int			tix;			/* the reclaiming team's index, -1 unknown */
-} ReclaimEntry;
-
-/*
- * Anti-thrash (docs/preemption.md): for each pending job whose last
- * preemption was a reclaim, the team that reclaimed (its preemptor's).
- */
-static void
-load_reclaims(GsState *st, const IdIndex *teams)
-{
-	HTAB	   *byid;
-	int			nrows,
-				i;
-
-	for (i = 0; i < st->njobs; i++)
-		st->jobs[i].reclaimed_by = -1;
-	/*
-	 * One probe of events_preempting_idx per pending job that was ever
-	 * preempted: its last "preempting" event. (A join over all of those
-	 * jobs' events cost 5-9 ms a round once a contended week had piled
-	 * them up.)
-	 */
-	run("SELECT g.id, p.team_id"
-		"  FROM gangsched.gangs g"
-		"  CROSS JOIN LATERAL"
-		"       (SELECT e.detail, e.reason FROM gangsched.events e"
-		"         WHERE e.job OPERATOR(pg_catalog.=) g.id AND e.kind OPERATOR(pg_catalog.=) 'preempting'"
-		"         ORDER BY e.id DESC LIMIT 1) e"
-		"  JOIN gangsched.gangs p"
-		"    ON p.id OPERATOR(pg_catalog.=) (e.detail OPERATOR(pg_catalog.->>) 'for')::pg_catalog.int8"
-		" WHERE g.state OPERATOR(pg_catalog.=) 'pending' AND g.preemptions OPERATOR(pg_catalog.>) 0"
-		"   AND pg_catalog.strpos(e.reason, '(reclaim)') OPERATOR(pg_catalog.>) 0", SPI_OK_SELECT);
-	nrows = (int) SPI_processed;
-	if (nrows == 0)
-		return;
-	byid = job_hash("gangsched reclaimed jobs", nrows, sizeof(ReclaimEntry));
-	for (i = 0; i < nrows; i++)
-	{
-		bool		isnull,
-					found;
-		int64		jid = DatumGetInt64(col(i, 1, &isnull));
-		ReclaimEntry *e = hash_search(byid, &jid, HASH_ENTER, &found);
-
-		e->tix = id_lookup(teams, col_int(i, 2, 0));
-	}
-	for (i = 0; i < st->njobs; i++)
-	{
-		bool		found;
-		ReclaimEntry *e = hash_search(byid, &st->jobs[i].id, HASH_FIND, &found);
-
-		if (found)
-			st->jobs[i].reclaimed_by = e->tix;
-	}
-}
-
 GsState *
 gs_load_state(void)
 {
@@ -957,7 +914,6 @@ gs_load_state_ex(bool queue)
 	load_slots(c, &nodes);
 	load_jobs(st, c, &teams);
 	load_datasets(c, &nodes);
-	load_reclaims(st, &teams);
 	run("SELECT EXISTS (SELECT FROM gangsched.gangs g"
 		"                WHERE g.state OPERATOR(pg_catalog.=) ANY ('{placed,running}'::pg_catalog.text[])"
 		"                  AND g.time_limit IS NOT NULL)", SPI_OK_SELECT);
@@ -1004,8 +960,14 @@ load_running_jobs(GsState *st, const IdIndex *teams, HTAB **byjob)
 						 (double) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY);
 	appendStringInfoString(&sql,
 		"  FROM gangsched.gangs g"
-		" WHERE g.state OPERATOR(pg_catalog.=) ANY ('{placed,running}'::pg_catalog.text[])");
-	/* with las teams the text holds the round's clock: planned each time */
+		" WHERE g.state OPERATOR(pg_catalog.=) ANY ('{placed,running}'::pg_catalog.text[])"
+		" ORDER BY g.id");
+	/*
+	 * In job order (gangs_held_idx gives it): the candidates' order breaks
+	 * the victim search's last ties, which must not depend on where the
+	 * rows sit in the table. With las teams the text holds the round's
+	 * clock: planned each time.
+	 */
 	(void) gs_spi_exec("load", sql.data, 0, NULL, NULL, NULL, st->las_teams == NULL, SPI_OK_SELECT);
 	st->nrunning = (int) SPI_processed;
 	st->running = palloc0(sizeof(GsRunning) * Max(st->nrunning, 1));
