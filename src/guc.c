@@ -301,7 +301,7 @@ gs_guc_init(void)
 	DefineCustomIntVariable("gangsched.fair_preemption_delay",
 							"How long a borrowing job waits before it may preempt for fair share.",
 							"Imbalances that jobs finishing would end anyway cost no preemption. "
-							"Reclaim (a job within its team's nominal quota) and priority preemption are not delayed. "
+							"Reclaim (a job within its team's nominal quota; see gangsched.reclaim_delay) and priority preemption are not delayed by it. "
 							"0 preempts at the first round that finds the job blocked.",
 							&gs_fair_preemption_delay_s, 0, 0, INT_MAX / 1000, PGC_SUSET, GUC_UNIT_S,
 							NULL, NULL, NULL);
