@@ -960,14 +960,8 @@ load_running_jobs(GsState *st, const IdIndex *teams, HTAB **byjob)
 						 (double) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY);
 	appendStringInfoString(&sql,
 		"  FROM gangsched.gangs g"
-		" WHERE g.state OPERATOR(pg_catalog.=) ANY ('{placed,running}'::pg_catalog.text[])"
-		" ORDER BY g.id");
-	/*
-	 * In job order (gangs_held_idx gives it): the candidates' order breaks
-	 * the victim search's last ties, which must not depend on where the
-	 * rows sit in the table. With las teams the text holds the round's
-	 * clock: planned each time.
-	 */
+		" WHERE g.state OPERATOR(pg_catalog.=) ANY ('{placed,running}'::pg_catalog.text[])");
+	/* with las teams the text holds the round's clock: planned each time */
 	(void) gs_spi_exec("load", sql.data, 0, NULL, NULL, NULL, st->las_teams == NULL, SPI_OK_SELECT);
 	st->nrunning = (int) SPI_processed;
 	st->running = palloc0(sizeof(GsRunning) * Max(st->nrunning, 1));

@@ -189,11 +189,6 @@ CREATE INDEX gangs_live_idx ON gangsched.gangs (state, priority DESC, queue_pos)
     INCLUDE (team_id, workers, gpus, queued_at)
     WHERE state IN ('pending', 'nominated', 'placed', 'running', 'preempting');
 CREATE INDEX gangs_team_idx ON gangsched.gangs (team_id, state);
--- The gangs holding capacity (every round loads them for victim choice,
--- src/loader.c): gangs_live_idx also holds the queue and, with every state
--- change a new entry, bloats to many times its live size; without this
--- index the planner reads the whole table (finished jobs included) instead.
-CREATE INDEX gangs_held_idx ON gangsched.gangs (id) WHERE state IN ('placed', 'running');
 
 /* ------------------------------------------------------------------ */
 /* Allocations                                                         */

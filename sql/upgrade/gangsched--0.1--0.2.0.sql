@@ -5713,7 +5713,3 @@ BEGIN
     PERFORM gangsched._wake();
 END $$;
 
-
--- ==== pre12: preemption under contention (issue 12: reclaim delay; the replay's wall time) ====
--- (sql/src/10_schema.sql) the gangs holding capacity, for the round's load
-CREATE INDEX gangs_held_idx ON gangsched.gangs (id) WHERE state IN ('placed', 'running');
