@@ -37,6 +37,7 @@ int			gs_queue_order = 0;
 bool		gs_preemption = true;
 int			gs_fair_preemption = 0;
 int			gs_fair_preemption_delay_s = 0;
+int			gs_reclaim_delay_s = 0;
 bool		gs_fair_preemption_hysteresis = true;
 bool		gs_backfill = true;
 int			gs_max_pending_per_team = 10000;
@@ -85,6 +86,7 @@ gs_schedule_settings(void)
 	s.preempt.min_runtime_s = gs_min_runtime_s;
 	s.preempt.rule = (GsFairRule) gs_fair_preemption;
 	s.preempt.fair_delay_s = gs_fair_preemption_delay_s;
+	s.preempt.reclaim_delay_s = gs_reclaim_delay_s;
 	s.preempt.hysteresis = gs_fair_preemption_hysteresis;
 	return s;
 }
@@ -301,9 +303,16 @@ gs_guc_init(void)
 	DefineCustomIntVariable("gangsched.fair_preemption_delay",
 							"How long a borrowing job waits before it may preempt for fair share.",
 							"Imbalances that jobs finishing would end anyway cost no preemption. "
-							"Reclaim (a job within its team's nominal quota) and priority preemption are not delayed. "
+							"Reclaim (a job within its team's nominal quota; see gangsched.reclaim_delay) and priority preemption are not delayed by it. "
 							"0 preempts at the first round that finds the job blocked.",
 							&gs_fair_preemption_delay_s, 0, 0, INT_MAX / 1000, PGC_SUSET, GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("gangsched.reclaim_delay",
+							"How long a job within its team's nominal quota waits before it may reclaim borrowed capacity.",
+							"Capacity that jobs finishing free in the meantime goes to the job first (guaranteed work is "
+							"ordered first), so a reclaim is made only when none has freed. Fair-share and priority preemption "
+							"are not delayed by it. 0 reclaims at the first round that finds the job blocked.",
+							&gs_reclaim_delay_s, 0, 0, INT_MAX / 1000, PGC_SUSET, GUC_UNIT_S,
 							NULL, NULL, NULL);
 	DefineCustomBoolVariable("gangsched.fair_preemption_hysteresis",
 							 "Fair-share preemption moves capacity only from a team that keeps its entitled share to a team below it.",

@@ -11,6 +11,7 @@ extern int	gs_start_timeout_s;
 extern int	gs_default_queue_timeout_s;
 extern int	gs_min_runtime_s;
 extern int	gs_fair_preemption_delay_s;
+extern int	gs_reclaim_delay_s;
 extern bool gs_fair_preemption_hysteresis;
 extern int	gs_default_grace_s;
 extern int	gs_max_grace_s;

@@ -338,13 +338,14 @@ job_receive(TupleTableSlot *slot, DestReceiver *self)
 	j->min_workers = nl[26] ? j->workers : Max(1, Min(j->workers, DatumGetInt32(v[26])));
 	j->quota_workers = gs_job_elastic(j) ? j->min_workers : 0;
 	j->reservation_id = nl[27] ? 0 : DatumGetInt32(v[27]);
-	j->attained = (st->las_teams && !nl[28]) ? DatumGetFloat8(v[28]) : 0;
+	j->reclaimed_by = nl[28] ? -1 : id_lookup(r->teams, DatumGetInt32(v[28]));
+	j->attained = (st->las_teams && !nl[29]) ? DatumGetFloat8(v[29]) : 0;
 	if (r->grow)
 	{
 		/* what it may grow to, the pool it runs in, its flag */
-		j->max_workers = DatumGetInt32(v[28]);
-		j->pool = nl[29] ? -2 : pool_index(c, DatumGetInt32(v[29]), -2);
-		j->borrowed = DatumGetBool(v[30]);
+		j->max_workers = DatumGetInt32(v[29]);
+		j->pool = nl[30] ? -2 : pool_index(c, DatumGetInt32(v[30]), -2);
+		j->borrowed = DatumGetBool(v[31]);
 	}
 	j->las_queue = -1;			/* set by the order step, which knows the clock */
 	/* clamp depths the model cannot have */
@@ -829,7 +830,21 @@ load_jobs(GsState *st, GsCluster *c, const IdIndex *teams)
 		"       pg_catalog.date_part('epoch', g.time_limit),"
 		"       CASE WHEN g.time_limit IS NOT NULL THEN pg_catalog.date_part('epoch', g.grace) END,"
 		"       g.min_replicas OPERATOR(pg_catalog.*) g.group_size OPERATOR(pg_catalog.*) g.stages,"
-		"       g.reservation_id");
+		"       g.reservation_id,"
+	/*
+	 * Anti-thrash (docs/preemption.md): for a job whose last preemption was
+	 * a reclaim, the team that reclaimed (its preemptor's). One probe of
+	 * events_preempting_idx per pending job that was ever preempted, in the
+	 * queue's own scan (a query of its own read every pending row again).
+	 */
+		"       CASE WHEN g.preemptions OPERATOR(pg_catalog.>) 0 THEN"
+		"         (SELECT p.team_id"
+		"            FROM (SELECT e.detail, e.reason FROM gangsched.events e"
+		"                   WHERE e.job OPERATOR(pg_catalog.=) g.id AND e.kind OPERATOR(pg_catalog.=) 'preempting'"
+		"                   ORDER BY e.id DESC LIMIT 1) e"
+		"            JOIN gangsched.gangs p"
+		"              ON p.id OPERATOR(pg_catalog.=) (e.detail OPERATOR(pg_catalog.->>) 'for')::pg_catalog.int8"
+		"           WHERE pg_catalog.strpos(e.reason, '(reclaim)') OPERATOR(pg_catalog.>) 0) END");
 	/*
 	 * The attained service of las teams' jobs that have held capacity
 	 * before (requeued: only they have allocations), in the same query:
@@ -893,7 +908,7 @@ load_growable(GsState *st, GsCluster *c, const IdIndex *teams, int *dcap)
 		"       NULL::pg_catalog.int4, g.queued_at, NULL::pg_catalog.float8, false,"
 		"       NULL::pg_catalog.float8, NULL::pg_catalog.float8,"
 		"       g.min_replicas OPERATOR(pg_catalog.*) g.group_size OPERATOR(pg_catalog.*) g.stages,"
-		"       g.reservation_id, g.max_workers,"
+		"       g.reservation_id, NULL::pg_catalog.int4, g.max_workers,"
 		"       (SELECT n.pool_id FROM gangsched.allocations a JOIN gangsched.nodes n"
 		"            ON n.id OPERATOR(pg_catalog.=) a.node_id"
 		"         WHERE a.job OPERATOR(pg_catalog.=) g.id AND pg_catalog.upper_inf(a.during) LIMIT 1),"
@@ -932,64 +947,6 @@ load_datasets(GsCluster *c, const IdIndex *nodes)
 		for (k = 0; k < c->ndatasets; k++)
 			if (strcmp(c->datasets[k], ds) == 0 && ni >= 0)
 				c->dataset_nodes[k][ni] = 1;
-	}
-}
-
-typedef struct ReclaimEntry
-{
-	int64		job;			/* the key */
-	int			tix;			/* the reclaiming team's index, -1 unknown */
-} ReclaimEntry;
-
-/*
- * Anti-thrash (docs/preemption.md): for each pending job whose last
- * preemption was a reclaim, the team that reclaimed (its preemptor's).
- */
-static void
-load_reclaims(GsState *st, const IdIndex *teams)
-{
-	HTAB	   *byid;
-	int			nrows,
-				i;
-
-	for (i = 0; i < st->njobs; i++)
-		st->jobs[i].reclaimed_by = -1;
-	/*
-	 * One probe of events_preempting_idx per pending job that was ever
-	 * preempted: its last "preempting" event. (A join over all of those
-	 * jobs' events cost 5-9 ms a round once a contended week had piled
-	 * them up.)
-	 */
-	run("SELECT g.id, p.team_id"
-		"  FROM gangsched.gangs g"
-		"  CROSS JOIN LATERAL"
-		"       (SELECT e.detail, e.reason FROM gangsched.events e"
-		"         WHERE e.job OPERATOR(pg_catalog.=) g.id AND e.kind OPERATOR(pg_catalog.=) 'preempting'"
-		"         ORDER BY e.id DESC LIMIT 1) e"
-		"  JOIN gangsched.gangs p"
-		"    ON p.id OPERATOR(pg_catalog.=) (e.detail OPERATOR(pg_catalog.->>) 'for')::pg_catalog.int8"
-		" WHERE g.state OPERATOR(pg_catalog.=) 'pending' AND g.preemptions OPERATOR(pg_catalog.>) 0"
-		"   AND pg_catalog.strpos(e.reason, '(reclaim)') OPERATOR(pg_catalog.>) 0", SPI_OK_SELECT);
-	nrows = (int) SPI_processed;
-	if (nrows == 0)
-		return;
-	byid = job_hash("gangsched reclaimed jobs", nrows, sizeof(ReclaimEntry));
-	for (i = 0; i < nrows; i++)
-	{
-		bool		isnull,
-					found;
-		int64		jid = DatumGetInt64(col(i, 1, &isnull));
-		ReclaimEntry *e = hash_search(byid, &jid, HASH_ENTER, &found);
-
-		e->tix = id_lookup(teams, col_int(i, 2, 0));
-	}
-	for (i = 0; i < st->njobs; i++)
-	{
-		bool		found;
-		ReclaimEntry *e = hash_search(byid, &st->jobs[i].id, HASH_FIND, &found);
-
-		if (found)
-			st->jobs[i].reclaimed_by = e->tix;
 	}
 }
 
@@ -1084,7 +1041,6 @@ gs_load_state_ex(bool queue)
 	load_slots(c, &nodes);
 	load_jobs(st, c, &teams);
 	load_datasets(c, &nodes);
-	load_reclaims(st, &teams);
 	/* one statement: whether limits are held, and whether any booking is not over */
 	run("SELECT EXISTS (SELECT FROM gangsched.gangs g"
 		"                WHERE g.state OPERATOR(pg_catalog.=) ANY ('{placed,running}'::pg_catalog.text[])"

@@ -1034,6 +1034,7 @@ typedef struct Refusals
 	int			floor;
 	int			held;
 	int			early;
+	int			reclaim_early;
 } Refusals;
 
 /*
@@ -1051,6 +1052,8 @@ collect_candidates(Search *s, const GsPreemptSettings *set, Cand *cands, GsRunni
 	FairVerdict verdict;
 	bool		too_early = j->try_borrowing && set->fair_delay_s > 0 &&
 		st->now - j->queued_at < (int64_t) set->fair_delay_s * 1000000;
+	bool		reclaim_early = !j->try_borrowing && set->reclaim_delay_s > 0 &&
+		st->now - j->queued_at < (int64_t) set->reclaim_delay_s * 1000000;
 
 	memset(n, 0, sizeof(*n));
 	*nrest = 0;
@@ -1084,6 +1087,11 @@ collect_candidates(Search *s, const GsPreemptSettings *set, Cand *cands, GsRunni
 		else if (too_early)
 		{
 			n->early++;			/* fair share waits gangsched.fair_preemption_delay */
+			continue;
+		}
+		else if (reclaim_early)
+		{
+			n->reclaim_early++; /* reclaim waits gangsched.reclaim_delay */
 			continue;
 		}
 		else if (j->try_borrowing && (verdict = fair_test(s, r->tix, NULL, r->demand)) != FAIR_YES)
@@ -1133,7 +1141,7 @@ refusal_text(const Search *s, const Refusals *n)
 	StringInfoData w;
 	bool		final = s->rule == GS_FAIR_FINAL_SHARE;
 
-	if (n->fair + n->floor + n->held + n->young + n->fixed + n->early == 0)
+	if (n->fair + n->floor + n->held + n->young + n->fixed + n->early + n->reclaim_early == 0)
 		return NULL;
 	initStringInfo(&w);
 	add_part(&w, n->held, "borrowed gang may not be preempted for fair share: this job's team holds its entitled share already (gangsched.fair_preemption_hysteresis)",
@@ -1142,6 +1150,8 @@ refusal_text(const Search *s, const Refusals *n)
 			 "borrowed gangs would take their team below its entitled share (fair share, gangsched.fair_preemption_hysteresis)");
 	add_part(&w, n->early, "borrowed gang may be preempted for fair share once this job has waited gangsched.fair_preemption_delay",
 			 "borrowed gangs may be preempted for fair share once this job has waited gangsched.fair_preemption_delay");
+	add_part(&w, n->reclaim_early, "borrowed gang may be reclaimed once this job has waited gangsched.reclaim_delay",
+			 "borrowed gangs may be reclaimed once this job has waited gangsched.reclaim_delay");
 	add_part(&w, n->fair, final ?
 			 "borrowed gang would leave its team below this job's team (fair share, final_share)" :
 			 "borrowed gang is of a team not above this job's team (fair share, initial_share)",

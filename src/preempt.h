@@ -25,6 +25,7 @@ typedef struct GsPreemptSettings
 	int			min_runtime_s;	/* gangsched.min_runtime: younger gangs are no victims */
 	GsFairRule	rule;			/* gangsched.fair_preemption */
 	int			fair_delay_s;	/* gangsched.fair_preemption_delay */
+	int			reclaim_delay_s;	/* gangsched.reclaim_delay */
 	bool		hysteresis;		/* gangsched.fair_preemption_hysteresis */
 } GsPreemptSettings;
 

@@ -133,6 +133,7 @@ typedef struct Sim
 	bool		preemption;
 	bool		one_team;		/* policy las: every job in one team */
 	int64_t		min_runtime;
+	int64_t		wait_wake[2];	/* gangsched.reclaim_delay, fair_preemption_delay: a pending job may preempt after (0: at once) */
 	int64_t		last_event_id;
 	int		   *running;		/* jobs holding capacity */
 	int			nrunning;
@@ -677,6 +678,17 @@ on_preempting(Sim *s, int ix, int64_t deadline)
 	}
 }
 
+/* Jobs entered the queue now: a round when they may first preempt after a delay. */
+static void
+wake_after_delays(Sim *s)
+{
+	int			k;
+
+	for (k = 0; k < 2; k++)
+		if (s->wait_wake[k] > 0)
+			push(s, s->now + s->wait_wake[k], EV_WAKE, -1);
+}
+
 /* Back to pending: released by its agent (work_left already settled) or
  * requeued by the server (killed at its deadline, node down...). */
 static void
@@ -705,6 +717,7 @@ on_requeued(Sim *s, int ix, bool by_server)
 	run_remove(s, ix);
 	if (tj->queue_timeout > 0)
 		push(s, s->now + tj->queue_timeout, EV_WAKE, -1);
+	wake_after_delays(s);
 }
 
 static void
@@ -944,6 +957,8 @@ send_submits(Sim *s)
 		if (tj->queue_timeout > 0)
 			push(s, s->now + tj->queue_timeout, EV_WAKE, -1);
 	}
+	if (s->nsubmit > 0)
+		wake_after_delays(s);
 	buf_free(&teams);
 	buf_free(&workers);
 	buf_free(&gpus);
@@ -1140,6 +1155,22 @@ setting_s(PGconn *conn, const char *name)
 	return v;
 }
 
+/* A setting in seconds, or dflt when the server has no such setting. */
+static int64_t
+setting_s_or(PGconn *conn, const char *name, int64_t dflt)
+{
+	char		sql[200];
+	PGresult   *res;
+	int64_t		v = dflt;
+
+	snprintf(sql, sizeof(sql), "SELECT setting::bigint FROM pg_catalog.pg_settings WHERE name = '%s'", name);
+	res = db_exec(conn, sql);
+	if (PQntuples(res) == 1)
+		v = atoll(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return v;
+}
+
 static void
 apply_policy(Sim *s, const char *policy)
 {
@@ -1190,6 +1221,15 @@ apply_policy(Sim *s, const char *policy)
 	s->preemption = PQgetvalue(res, 0, 0)[0] == 't';
 	PQclear(res);
 	s->min_runtime = setting_s(s->conn, "gangsched.min_runtime");
+	/*
+	 * A pending job may preempt once it has waited a delay: a round then
+	 * (a background worker's round interval would give it one).
+	 */
+	if (s->preemption)
+	{
+		s->wait_wake[0] = setting_s_or(s->conn, "gangsched.reclaim_delay", 0);
+		s->wait_wake[1] = setting_s_or(s->conn, "gangsched.fair_preemption_delay", 0);
+	}
 }
 
 /* ---- the loop ---------------------------------------------------------------------- */
