@@ -119,6 +119,7 @@ BEGIN
     -- a reservation to run in (73_reservations.sql): a portal names only its teams'
     IF reservation IS NOT NULL THEN
         j.reservation_id := gangsched._submit_reservation(reservation);
+        PERFORM gangsched._check_reservation_fits(j.reservation_id, reservation, minw, gpus);
     END IF;
     IF pool IS NOT NULL THEN
         j.pool_id := gangsched._pool_id(pool);

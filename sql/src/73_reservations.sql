@@ -391,6 +391,34 @@ BEGIN
     RETURN b.id;
 END $$;
 
+-- A job that names a reservation runs only on its nodes (submit): refused
+-- when a worker needs more GPUs than the reservation's largest node has
+-- (53S01), or when even the job's minimum (the whole gang when rigid)
+-- needs more GPUs than all its nodes (53S04), as for a gang larger than
+-- every eligible pool (40_admission.sql).
+CREATE FUNCTION gangsched._check_reservation_fits(booking int, reservation text, workers int, gpus numeric)
+RETURNS void LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    total numeric;
+    largest int;
+BEGIN
+    SELECT coalesce(sum(n.gpus), 0), coalesce(max(n.gpus), 0) INTO total, largest
+      FROM gangsched.bookings b JOIN gangsched.nodes n ON n.id = ANY (b.node_ids)
+     WHERE b.id = booking;
+    IF gpus > largest THEN
+        RAISE EXCEPTION 'a worker of % GPUs is larger than every node of reservation "%"', gpus, reservation
+            USING ERRCODE = '53S01',
+                  DETAIL = format('The largest node of the reservation has %s GPUs.', largest),
+                  HINT = 'Ask for fewer GPUs per worker, or name a reservation with larger nodes.';
+    END IF;
+    IF workers * gpus > total THEN
+        RAISE EXCEPTION 'the job needs % GPUs, more than reservation "%" holds', workers * gpus, reservation
+            USING ERRCODE = '53S04',
+                  DETAIL = format('The nodes of the reservation have %s GPUs in all.', total),
+                  HINT = 'Ask for fewer workers (or a lower min_replicas), or name a larger reservation.';
+    END IF;
+END $$;
+
 -- Analysts: each reservation's booked GPU-hours against those its team's
 -- jobs (and jobs that named it) used on its nodes inside its window, up to
 -- now for an active one; other_gpu_hours are other jobs' allocations there

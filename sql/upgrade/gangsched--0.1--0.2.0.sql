@@ -8065,3 +8065,159 @@ GRANT EXECUTE ON FUNCTION gangsched._team_shares() TO gangsched_operator, gangsc
 GRANT SELECT ON gangsched.team_shares, gangsched._team_shares_rows TO gangsched_operator;
 REVOKE ALL ON gangsched.team_shares, gangsched._team_shares_rows FROM PUBLIC;
 GRANT SELECT ON gangsched.team_shares TO gangsched_portal, gangsched_analyst;
+
+-- ==== lead: submit refuses a job that could never run in the reservation it names ====
+CREATE FUNCTION gangsched._check_reservation_fits(booking int, reservation text, workers int, gpus numeric)
+RETURNS void LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    total numeric;
+    largest int;
+BEGIN
+    SELECT coalesce(sum(n.gpus), 0), coalesce(max(n.gpus), 0) INTO total, largest
+      FROM gangsched.bookings b JOIN gangsched.nodes n ON n.id = ANY (b.node_ids)
+     WHERE b.id = booking;
+    IF gpus > largest THEN
+        RAISE EXCEPTION 'a worker of % GPUs is larger than every node of reservation "%"', gpus, reservation
+            USING ERRCODE = '53S01',
+                  DETAIL = format('The largest node of the reservation has %s GPUs.', largest),
+                  HINT = 'Ask for fewer GPUs per worker, or name a reservation with larger nodes.';
+    END IF;
+    IF workers * gpus > total THEN
+        RAISE EXCEPTION 'the job needs % GPUs, more than reservation "%" holds', workers * gpus, reservation
+            USING ERRCODE = '53S04',
+                  DETAIL = format('The nodes of the reservation have %s GPUs in all.', total),
+                  HINT = 'Ask for fewer workers (or a lower min_replicas), or name a larger reservation.';
+    END IF;
+END $$;
+
+CREATE OR REPLACE FUNCTION gangsched.submit(team text, workers int, gpus numeric, cpus numeric DEFAULT 0,
+                                 mem_gb numeric DEFAULT 0, net_gbps numeric DEFAULT 0, name text DEFAULT NULL,
+                                 priority int DEFAULT 0, preemptible bool DEFAULT true, pool text DEFAULT NULL,
+                                 group_size int DEFAULT 1, group_span text DEFAULT 'node', stages int DEFAULT 1,
+                                 stage_span text DEFAULT NULL, span text DEFAULT NULL, gpu_model text DEFAULT NULL,
+                                 gpu_mem_gb numeric DEFAULT NULL, dataset text DEFAULT NULL, locality text DEFAULT 'none',
+                                 checkpoint_interval interval DEFAULT NULL, grace interval DEFAULT NULL,
+                                 queue_timeout interval DEFAULT NULL, command text DEFAULT NULL,
+                                 time_limit interval DEFAULT NULL,
+                                 after bigint[] DEFAULT NULL, after_mode text DEFAULT 'ok',
+                                 reservation text DEFAULT NULL, min_replicas int DEFAULT NULL)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    j gangsched.gangs;
+    minw int;
+BEGIN
+    j.team_id := gangsched._team_id(team);
+    PERFORM gangsched._require_team(j.team_id, format('submit to team "%s"', team));
+    IF workers IS NULL OR workers < 1 THEN
+        RAISE EXCEPTION 'workers must be at least 1, not %', COALESCE(workers::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'A gang has one or more workers.';
+    END IF;
+    PERFORM gangsched._check_amount(gpus, 'gpus', false, 64);
+    PERFORM gangsched._check_amount(cpus, 'cpus', false, 1e6);
+    PERFORM gangsched._check_amount(mem_gb, 'mem_gb', false, 1e9);
+    PERFORM gangsched._check_amount(net_gbps, 'net_gbps', false, 1e9);
+    PERFORM gangsched._check_amount(gpu_mem_gb, 'gpu_mem_gb', true, 1e6);
+    PERFORM gangsched._check_label(name, 'job name', 200);
+    PERFORM gangsched._check_text(command, 'command', 65536);
+    IF dataset IS NOT NULL THEN
+        PERFORM gangsched._check_name(dataset, 'dataset name');
+    END IF;
+    IF gpu_model IS NOT NULL THEN
+        PERFORM gangsched._check_name(gpu_model, 'gpu model');
+    END IF;
+    PERFORM gangsched._check_worker_shape(workers, gpus, cpus, mem_gb, net_gbps, group_size, stages);
+    minw := gangsched._check_min_replicas(workers, group_size, stages, min_replicas);
+    IF locality IS NULL OR locality NOT IN ('none', 'preferred', 'required') THEN
+        RAISE EXCEPTION 'invalid locality "%"', locality
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Use ''none'', ''preferred'' or ''required''.';
+    END IF;
+    IF locality <> 'none' AND dataset IS NULL THEN
+        RAISE EXCEPTION 'locality % needs a dataset', locality
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Name the dataset, or use locality ''none''.';
+    END IF;
+    IF locality <> 'none' AND NOT EXISTS (SELECT FROM gangsched.datasets d WHERE d.dataset = submit.dataset) THEN
+        RAISE EXCEPTION 'unknown dataset "%"', dataset
+            USING ERRCODE = 'foreign_key_violation',
+                  DETAIL = 'No node caches that dataset.',
+                  HINT = 'Cache it first with gangsched.cache_dataset(node, dataset), or submit with locality ''none''.';
+    END IF;
+    IF preemptible IS NULL OR priority IS NULL THEN
+        RAISE EXCEPTION 'preemptible and priority must not be null'
+            USING ERRCODE = 'null_value_not_allowed', HINT = 'Leave them out to take the defaults.';
+    END IF;
+    PERFORM gangsched._check_interval(checkpoint_interval, 'checkpoint_interval', false);
+    PERFORM gangsched._check_interval(grace, 'grace', true);
+    PERFORM gangsched._check_interval(queue_timeout, 'queue_timeout', false);
+    PERFORM gangsched._check_team_limits(j.team_id, workers);
+    -- its own limit, else the team's or the global default; never above the maximum
+    j.time_limit := gangsched._resolve_time_limit(j.team_id, time_limit);
+    -- a reservation to run in (73_reservations.sql): a portal names only its teams'
+    IF reservation IS NOT NULL THEN
+        j.reservation_id := gangsched._submit_reservation(reservation);
+        PERFORM gangsched._check_reservation_fits(j.reservation_id, reservation, minw, gpus);
+    END IF;
+    IF pool IS NOT NULL THEN
+        j.pool_id := gangsched._pool_id(pool);
+        IF NOT preemptible AND (SELECT kind FROM gangsched.pools WHERE id = j.pool_id) = 'opportunistic' THEN
+            RAISE EXCEPTION 'non-preemptible job cannot run in opportunistic pool "%"', pool
+                USING ERRCODE = 'invalid_parameter_value',
+                      DETAIL = 'Everything in an opportunistic pool is preemptible.',
+                      HINT = 'Submit it to a reserved pool, or as preemptible.';
+        END IF;
+    END IF;
+    j.group_span := gangsched._level_depth(COALESCE(group_span, 'node'), 'group_span');
+    j.stage_span := gangsched._level_depth(stage_span, 'stage_span');
+    j.span := gangsched._level_depth(span, 'span');
+    IF j.stage_span > j.group_span OR j.span > j.stage_span OR j.span > j.group_span THEN
+        RAISE EXCEPTION 'spans are not nested: group_span % must lie inside stage_span %, inside span %',
+              COALESCE(group_span, 'node'), COALESCE(stage_span, '-'), COALESCE(span, '-')
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'A tensor group lies inside its pipeline replica, which lies inside the gang.',
+                  HINT = 'Give group_span a level no wider than stage_span, and stage_span no wider than span.';
+    END IF;
+
+    j.workers := workers; j.gpus := gpus; j.cpus := cpus; j.mem_gb := mem_gb; j.net_gbps := net_gbps;
+    j.name := name; j.priority := priority; j.preemptible := preemptible;
+    j.group_size := group_size; j.stages := stages;
+    j.gpu_model := CASE WHEN gpus > 0 THEN gpu_model END;
+    j.gpu_mem_gb := CASE WHEN gpus > 0 THEN gpu_mem_gb END;
+    j.dataset := dataset; j.locality := locality;
+    -- the C fast path admits in microseconds; anything it does not certify
+    -- goes through the SQL checks, which raise the precise error. An
+    -- elastic job is admitted when its minimum could ever run.
+    j.workers := minw;
+    IF NOT gangsched._admit_fast(j) THEN
+        PERFORM gangsched._admit(j);
+    END IF;
+    j.workers := workers;
+
+    -- last, so the listed jobs are locked for the shortest time (58_dependencies.sql)
+    IF after IS NOT NULL THEN
+        SELECT c.after_jobs, c.waiting_for INTO j.after_jobs, j.waiting_for
+          FROM gangsched._check_after(j.team_id, after, after_mode) c;
+        j.after_mode := CASE WHEN j.after_jobs IS NOT NULL THEN after_mode END;
+    END IF;
+    INSERT INTO gangsched.gangs (team_id, name, workers, gpus, cpus, mem_gb, net_gbps, gpu_model, gpu_mem_gb,
+                                priority, preemptible, pool_id, group_size, group_span, stages, stage_span, span,
+                                dataset, locality, checkpoint_interval, grace, queue_timeout, command,
+                                queue_pos, submitted_at, queued_at, time_limit, after_jobs, after_mode, waiting_for, reason,
+                                reservation_id, min_replicas, max_workers)
+    VALUES (j.team_id, name, workers, gpus, cpus, mem_gb, net_gbps, j.gpu_model, j.gpu_mem_gb,
+            priority, preemptible, j.pool_id, group_size, j.group_span, stages, j.stage_span, j.span,
+            dataset, locality, checkpoint_interval, grace, queue_timeout, command,
+            nextval('gangsched.queue_position_seq'), gangsched.now(), gangsched.now(), j.time_limit,
+            j.after_jobs, j.after_mode, j.waiting_for,
+            CASE WHEN j.waiting_for IS NOT NULL THEN gangsched._waiting_reason(j.waiting_for, j.after_mode) END,
+            j.reservation_id, min_replicas, CASE WHEN min_replicas IS NOT NULL THEN workers END)
+    RETURNING id INTO j.id;
+    -- the event, and its count for gangsched.metrics in the same statement
+    -- (the events trigger leaves 'submitted' to this: sql/src/75_metrics.sql)
+    WITH e AS (
+        INSERT INTO gangsched.events (at, kind, job, team_id, reason)
+        VALUES (gangsched.now(), 'submitted', j.id, j.team_id, 'admitted')
+        RETURNING team_id)
+    INSERT INTO gangsched.metric_deltas (name, team_id, label, value)
+    SELECT 'jobs_submitted', e.team_id, '', 1 FROM e;
+    PERFORM gangsched._wake();
+    RETURN j.id;
+END $$;

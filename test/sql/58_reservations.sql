@@ -157,6 +157,14 @@ SELECT * FROM pg_temp.nodes();
 SELECT * FROM gangsched.check_invariants();
 -- naming what cannot be named
 SELECT pg_temp.try($$SELECT gangsched.submit('a', 1, 8, reservation => 'nothing')$$) AS unknown;
+-- a job that could never run in the reservation it names (ra: n1 and n2,
+-- 16 GPUs): refused at submit, with nothing created; its minimum decides
+SELECT count(*) AS jobs_before FROM gangsched.jobs \gset
+SELECT pg_temp.try($$SELECT gangsched.submit('a', 3, 8, reservation => 'ra')$$) AS larger_than_reservation;
+SELECT pg_temp.try($$SELECT gangsched.submit('a', 1, 16, reservation => 'ra')$$) AS worker_larger_than_its_nodes;
+SELECT count(*) = :jobs_before AS nothing_created FROM gangsched.jobs;
+SELECT gangsched.submit('a', 4, 8, min_replicas => 2, name => 'a_elastic_in_ra', reservation => 'ra') > 0 AS minimum_fits;
+SELECT gangsched.cancel(pg_temp.id('a_elastic_in_ra'));
 
 /* ================================================================== */
 /* 4. at the end: back to everyone; drop while active; usage           */
