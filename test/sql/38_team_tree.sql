@@ -7,6 +7,7 @@ SET client_min_messages = warning;
 CREATE EXTENSION gangsched CASCADE;
 RESET client_min_messages;
 SET TimeZone = 'UTC';
+\set SHOW_CONTEXT never
 SET gangsched.clock_override = '2030-01-01 00:00:00+00';
 SET gangsched.start_timeout = '1d';
 SET gangsched.preemption = off;
