@@ -218,6 +218,21 @@ is($rc, 2, '--after with anything but ids is a usage error');
 is($rc, 1, 'waiting for an unknown job is refused (1)');
 like($err, qr/ERROR:  23503: job 999999 does not exist in team "vision"/, 'with the SQLSTATE');
 
+# ---- elastic gangs -------------------------------------------------------------
+($rc, $out, $err) = cli('cli_portal', 'submit', '--team', 'vision', '--workers', '4', '--gpus', '1',
+	'--name', 'elastic', '--min-replicas', '2');
+is($rc, 0, 'submit --min-replicas') or diag $err;
+my ($j5) = $out =~ /^submitted job (\d+)$/;
+is(sql("SELECT min_replicas || ' ' || max_replicas FROM gangsched.jobs WHERE job = $j5"), '2 4',
+	'--min-replicas reached submit()');
+($rc, $out, $err) = cli('cli_portal', 'resize', $j5, '--min-replicas', '3');
+is($rc, 0, 'resize --min-replicas') or diag $err;
+is(sql("SELECT min_replicas FROM gangsched.jobs WHERE job = $j5"), '3', 'the new minimum reached resize()');
+($rc, $out, $err) = cli('cli_portal', 'submit', '--team', 'vision', '--workers', '2', '--min-replicas', '5');
+is($rc, 1, 'a minimum above the replicas is refused (1)');
+like($err, qr/ERROR:  22023: min_replicas must be between 1 and 2, not 5/, 'with the SQLSTATE');
+sql("SELECT gangsched.cancel($j5)");
+
 # ---- no server ---------------------------------------------------------------
 {
 	local $ENV{PGCONNECT_TIMEOUT} = 2;
