@@ -796,6 +796,30 @@ load_slots(GsCluster *c, const IdIndex *nodes)
  */
 static void load_growable(GsState *st, GsCluster *c, const IdIndex *teams, int *dcap);
 
+/*
+ * A receiver that streams job rows into st->jobs (room for cap to start
+ * with); grow: the rows are running elastic gangs (load_growable).
+ */
+static void
+job_receiver_init(JobReceiver *r, GsState *st, GsCluster *c, const IdIndex *teams, int *dcap,
+				  int cap, bool grow)
+{
+	memset(r, 0, sizeof(*r));
+	r->pub.receiveSlot = job_receive;
+	r->pub.rStartup = job_startup;
+	r->pub.rShutdown = job_shutdown;
+	r->pub.rDestroy = job_destroy;
+	r->pub.mydest = DestNone;
+	r->st = st;
+	r->c = c;
+	r->dcap = dcap;
+	r->cxt = CurrentMemoryContext;
+	r->teams = teams;
+	r->cap = cap;
+	r->grow = grow;
+	st->jobs = palloc0(sizeof(GsJob) * cap);
+}
+
 static void
 load_jobs(GsState *st, GsCluster *c, const IdIndex *teams)
 {
@@ -803,19 +827,7 @@ load_jobs(GsState *st, GsCluster *c, const IdIndex *teams)
 	StringInfoData sql;
 	int			dcap = 0;
 
-	memset(&r, 0, sizeof(r));
-	r.pub.receiveSlot = job_receive;
-	r.pub.rStartup = job_startup;
-	r.pub.rShutdown = job_shutdown;
-	r.pub.rDestroy = job_destroy;
-	r.pub.mydest = DestNone;
-	r.st = st;
-	r.c = c;
-	r.dcap = &dcap;
-	r.cxt = CurrentMemoryContext;
-	r.teams = teams;
-	r.cap = 1024;
-	st->jobs = palloc0(sizeof(GsJob) * r.cap);
+	job_receiver_init(&r, st, c, teams, &dcap, 1024, false);
 	initStringInfo(&sql);
 	appendStringInfoString(&sql,
 		"SELECT g.id, g.team_id, g.priority, g.queue_pos, g.workers, g.f_gpus, g.f_cpus,"
@@ -884,20 +896,7 @@ load_growable(GsState *st, GsCluster *c, const IdIndex *teams, int *dcap)
 
 	memset(&tmp, 0, sizeof(tmp));
 	tmp.cluster = c;
-	memset(&r, 0, sizeof(r));
-	r.pub.receiveSlot = job_receive;
-	r.pub.rStartup = job_startup;
-	r.pub.rShutdown = job_shutdown;
-	r.pub.rDestroy = job_destroy;
-	r.pub.mydest = DestNone;
-	r.st = &tmp;
-	r.c = c;
-	r.dcap = dcap;
-	r.cxt = CurrentMemoryContext;
-	r.teams = teams;
-	r.cap = 16;
-	r.grow = true;
-	tmp.jobs = palloc0(sizeof(GsJob) * r.cap);
+	job_receiver_init(&r, &tmp, c, teams, dcap, 16, true);
 	(void) gs_spi_exec("load growable",
 		"SELECT g.id, g.team_id, g.priority, g.queue_pos, g.workers, g.f_gpus, g.f_cpus,"
 		"       g.f_mem_gb, g.f_net_gbps, g.gpu_model, g.f_gpu_mem_gb, g.pool_id,"

@@ -413,21 +413,7 @@ recount_node(GsPlacer *p, int ni)
 	p->wsum[L1][ni] = w;
 	p->cnt[L1][ni] = w / p->unit[p->kind[L1]];
 	for (d = L1 - 1; d >= 0; d--)
-	{
-		int			i = c->nodes[ni].dom[d];
-		GsDomain   *dom = &c->dom[d][i];
-		int64_t		sum = 0,
-					ws = 0;
-		int			k;
-
-		for (k = dom->first_child; k < dom->first_child + dom->nchildren; k++)
-		{
-			sum += p->cnt[d + 1][k];
-			ws += p->wsum[d + 1][k];
-		}
-		p->cnt[d][i] = (int32_t) Min(sum * p->unit[p->kind[d + 1]] / p->unit[p->kind[d]], INT32_MAX);
-		p->wsum[d][i] = (int32_t) Min(ws, INT32_MAX);
-	}
+		recount_domain(p, d, c->nodes[ni].dom[d]);
 }
 
 static void shape_key(const GsJob *j, ShapeKey *k);
