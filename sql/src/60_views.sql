@@ -19,11 +19,14 @@ SELECT j.id AS job, t.name AS team, j.name, j.state, j.workers, j.gpus, j.cpus, 
        j.after_jobs, j.after_mode, j.waiting_for, j.time_limit,
        -- elastic gangs (docs/elastic.md): the replicas it holds (asks for while it waits), its range
        j.workers / (j.group_size * j.stages) AS replicas, j.min_replicas,
-       COALESCE(j.max_workers, j.workers) / (j.group_size * j.stages) AS max_replicas
+       COALESCE(j.max_workers, j.workers) / (j.group_size * j.stages) AS max_replicas,
+       -- the reservation the job named at submit (docs/time.md), NULL for none
+       b.name AS reservation
   FROM gangsched._visibility() v
   JOIN gangsched.gangs j ON v.all_rows OR j.team_id = ANY (v.teams)
   JOIN gangsched.teams t ON t.id = j.team_id
-  LEFT JOIN gangsched.pools p ON p.id = j.pool_id;
+  LEFT JOIN gangsched.pools p ON p.id = j.pool_id
+  LEFT JOIN gangsched.bookings b ON b.id = j.reservation_id;
 
 -- What is held now: one row per worker and device (one row with a NULL
 -- device for a CPU-only worker).

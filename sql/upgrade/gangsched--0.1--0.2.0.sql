@@ -8221,3 +8221,27 @@ BEGIN
     PERFORM gangsched._wake();
     RETURN j.id;
 END $$;
+
+-- 0.2.0: the jobs view names the reservation a job asked for (docs/sql-api.md#jobs)
+CREATE OR REPLACE VIEW gangsched.jobs AS
+SELECT j.id AS job, t.name AS team, j.name, j.state, j.workers, j.gpus, j.cpus, j.mem_gb, j.net_gbps,
+       j.priority, j.preemptible, j.borrowed, p.name AS pool,
+       j.group_size, gangsched._level_name(j.group_span) AS group_span, j.stages,
+       gangsched._level_name(j.stage_span) AS stage_span, gangsched._level_name(j.span) AS span,
+       j.gpu_model, j.gpu_mem_gb, j.dataset, j.locality,
+       j.submitted_at, j.placed_at, j.started_at, j.finished_at, j.preempt_deadline, j.last_checkpoint_at,
+       j.preemptions, j.requeues, j.lost_gpu_seconds, j.reason, j.message, j.queue_pos,
+       CASE WHEN v.all_commands OR j.team_id = ANY (v.teams) THEN j.command END AS command,
+       j.checkpoint_interval, j.grace, j.queue_timeout,
+       j.after_jobs, j.after_mode, j.waiting_for, j.time_limit,
+       -- elastic gangs (docs/elastic.md): the replicas it holds (asks for while it waits), its range
+       j.workers / (j.group_size * j.stages) AS replicas, j.min_replicas,
+       COALESCE(j.max_workers, j.workers) / (j.group_size * j.stages) AS max_replicas,
+       -- the reservation the job named at submit (docs/time.md), NULL for none
+       b.name AS reservation
+  FROM gangsched._visibility() v
+  JOIN gangsched.gangs j ON v.all_rows OR j.team_id = ANY (v.teams)
+  JOIN gangsched.teams t ON t.id = j.team_id
+  LEFT JOIN gangsched.pools p ON p.id = j.pool_id
+  LEFT JOIN gangsched.bookings b ON b.id = j.reservation_id;
+

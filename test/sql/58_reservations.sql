@@ -150,6 +150,8 @@ SELECT * FROM gangsched.check_invariants();
 -- a job of team b may name ra when an operator submits it (this session),
 -- and then runs there: it waits for a_named's node
 SELECT gangsched.submit('b', 1, 8, name => 'b_named', time_limit => '1h', reservation => 'ra');
+-- the jobs view names the reservation a job asked for
+SELECT name, reservation FROM gangsched.jobs WHERE name IN ('b_named', 'a_named', 'b_tiny') ORDER BY name;
 SELECT pg_temp.at('2030-01-01 02:30:00+00');
 SELECT gangsched.job_finished(pg_temp.id('a_named'), true);
 SELECT * FROM pg_temp.round();
