@@ -40,6 +40,7 @@ int			gs_fair_preemption_delay_s = 0;
 int			gs_reclaim_delay_s = 0;
 bool		gs_fair_preemption_hysteresis = true;
 bool		gs_backfill = true;
+bool		gs_backfill_with_time = true;
 int			gs_max_pending_per_team = 10000;
 int			gs_max_workers_per_gang = 4096;
 int			gs_default_time_limit_s = 0;
@@ -81,6 +82,7 @@ gs_schedule_settings(void)
 	s.order.las_preemption = gs_las_preemption;
 	s.preemption = gs_preemption;
 	s.backfill = gs_backfill;
+	s.backfill_time = gs_backfill_with_time;
 	s.maintenance_guard_s = gs_maintenance_guard_s;
 	s.preempt.restart_cost_s = gs_restart_cost_s;
 	s.preempt.min_runtime_s = gs_min_runtime_s;
@@ -326,6 +328,13 @@ gs_guc_init(void)
 							 "Off: a round stops at the first job that does not fit (strict order, no backfill; "
 							 "the starvation guard is then not needed). For baselines such as trace replays.",
 							 &gs_backfill, true, PGC_SUSET, 0, NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("gangsched.backfill_with_time",
+							 "Lets the starvation guard use running jobs' time limits (backfill with time).",
+							 "On: the first blocked gang gets an expected start from the limits, and later jobs "
+							 "that end before it may use the capacity kept for it. Off: the guard keeps capacity "
+							 "as without limits (limits are still enforced).",
+							 &gs_backfill_with_time, true, PGC_SUSET, 0, NULL, NULL, NULL);
 
 	DefineCustomIntVariable("gangsched.max_pending_per_team",
 							"submit() refuses a team's job (53S07) while the team has this many pending jobs.",

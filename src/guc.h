@@ -23,6 +23,7 @@ extern int	gs_queue_order;		/* GsOrderPolicy */
 extern bool gs_preemption;
 extern int	gs_fair_preemption;	/* GsFairRule (preempt.h) */
 extern bool gs_backfill;
+extern bool gs_backfill_with_time;
 extern int	gs_max_pending_per_team;	/* read by submit() in SQL */
 extern int	gs_max_workers_per_gang;	/* read by submit() in SQL */
 extern int	gs_maintenance_guard_s;	/* docs/time.md: maintenance windows */

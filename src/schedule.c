@@ -385,7 +385,7 @@ guard(Round *rd, GsJob *j, GsWhy *why, uint64_t elsewhere)
 
 	if (rd->guard_done)
 		return false;
-	if (reserve_with_time(rd, j))
+	if (rd->set.backfill_time && reserve_with_time(rd, j))
 	{
 		rd->guard_done = true;
 		out->reserved = j;

@@ -35,6 +35,7 @@ typedef struct GsScheduleSettings
 	GsOrderSettings order;
 	bool		preemption;		/* gangsched.preemption */
 	bool		backfill;		/* gangsched.backfill */
+	bool		backfill_time;	/* gangsched.backfill_with_time */
 	int			maintenance_guard_s;	/* gangsched.maintenance_guard */
 	GsPreemptSettings preempt;
 } GsScheduleSettings;

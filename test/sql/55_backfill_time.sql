@@ -135,4 +135,36 @@ SELECT * FROM gangsched.why_pending(pg_temp.id('late'));
 SELECT * FROM gangsched.why_pending(pg_temp.id('open'));
 SELECT * FROM gangsched.check_invariants();
 
+/* ================================================================== */
+/* 3. gangsched.backfill_with_time = off: the guard ignores the limits  */
+/* ================================================================== */
+-- big finishes at 02:20, late and open start, open finishes: late
+-- (limit 3 hours) runs alone. wide
+-- needs all five nodes: with the limits it is expected to start when late
+-- lets go (05:21), and quick (30 minutes) may use the kept capacity.
+-- With the setting off the guard keeps the four free nodes as it does
+-- without limits: quick waits, and nothing says when wide starts
+SELECT pg_temp.at('2030-01-01 02:20:00+00');
+SELECT gangsched.job_finished(pg_temp.id('big'), true);
+SELECT * FROM pg_temp.round();
+SELECT * FROM pg_temp.start_all();
+SELECT gangsched.job_finished(pg_temp.id('open'), true);
+SELECT * FROM pg_temp.live();
+SELECT gangsched.submit('t', 5, 8, name => 'wide'),
+       gangsched.submit('t', 1, 8, name => 'quick', time_limit => '30min');
+SET gangsched.backfill_with_time = off;
+SELECT * FROM gangsched.why_pending(pg_temp.id('quick'));
+SELECT * FROM pg_temp.round();
+SELECT * FROM pg_temp.nodes();
+SELECT * FROM pg_temp.live();
+SELECT * FROM pg_temp.queue();
+SELECT * FROM gangsched.check_invariants();
+-- on again (the default): quick is backfilled into the kept capacity
+RESET gangsched.backfill_with_time;
+SELECT * FROM pg_temp.round();
+SELECT * FROM pg_temp.nodes();
+SELECT * FROM pg_temp.live();
+SELECT * FROM pg_temp.queue();
+SELECT * FROM gangsched.check_invariants();
+
 DROP EXTENSION gangsched;

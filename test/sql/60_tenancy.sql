@@ -375,7 +375,8 @@ BEGIN
     FOREACH s IN ARRAY ARRAY['gangsched.clock_override', 'gangsched.start_timeout', 'gangsched.default_queue_timeout',
                              'gangsched.min_runtime', 'gangsched.default_grace', 'gangsched.max_grace',
                              'gangsched.restart_cost', 'gangsched.queue_order', 'gangsched.preemption',
-                             'gangsched.backfill', 'gangsched.fair_preemption', 'gangsched.fair_preemption_delay',
+                             'gangsched.backfill', 'gangsched.backfill_with_time', 'gangsched.fair_preemption',
+                             'gangsched.fair_preemption_delay',
                              'gangsched.team_order', 'gangsched.las_thresholds', 'gangsched.las_promote_factor']
     LOOP
         BEGIN
