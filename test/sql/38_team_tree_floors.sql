@@ -158,3 +158,6 @@ SELECT pg_temp.settle(20) AS rounds;
 SELECT * FROM pg_temp.fair();
 SELECT * FROM gangsched.check_invariants();
 SET gangsched.preemption = off;
+
+SET client_min_messages = warning;
+DROP EXTENSION gangsched CASCADE;
