@@ -1100,12 +1100,13 @@ leaf_amounts(const double *demand, double X, double x, double *out)
  *    quota row fills its subtree up to its nominal amount: first its free
  *    leaves (those with no quota row on their way up to it: they run as
  *    guaranteed work what its nominal leaves over after the quotas carved
- *    out below it), then the whole subtree, by H-DRF among its members
- *    still asking, from where they stand.
+ *    out below it), then the whole subtree, less what its children keep
+ *    back (2.), by H-DRF among its members still asking, from where they
+ *    stand.
  * 2. Lending limits. What a subtree keeps back from teams outside it (its
  *    idle nominal, nominal less demand, beyond what it lends; the larger of
  *    that and what its children keep back) is not there for the leaves
- *    off its path.
+ *    off its path (computed first: it depends on demands alone).
  * 3. H-DRF from the floors over the whole cluster, borrowing limits
  *    capping as before: a team above the level keeps its floor, the level
  *    rises among the others until it reaches it.
@@ -1174,6 +1175,70 @@ gs_tree_fair_shares(const GsCluster *c, const double *demand, double *alloc)
 		for (a = t; a >= 0 && qa[t] < 0; a = parent[a])
 			if (hasq[a])
 				qa[t] = a;
+	}
+
+	/* 2. lending limits: what each subtree keeps back, and off each leaf's path */
+	held = palloc0(sizeof(double) * GS_NRES * N);
+	off = palloc0(sizeof(double) * GS_NRES * N);
+	{
+		bool		anyheld = false;
+		int			k;
+
+		for (k = maxdepth; k >= 0; k--)
+			for (t = 0; t < n; t++)
+			{
+				if (c->teams[t].depth != k)
+					continue;
+				for (r = 0; r < GS_NRES; r++)
+				{
+					if (hasq[t] && nom[t * GS_NRES + r] >= 0)
+					{
+						double		own = nom[t * GS_NRES + r] - dsub[t * GS_NRES + r] - lend[t * GS_NRES + r];
+
+						held[t * GS_NRES + r] = Max(held[t * GS_NRES + r], own);
+					}
+					if (held[t * GS_NRES + r] > 0)
+					{
+						anyheld = true;
+						if (parent[t] >= 0)
+							off[parent[t] * GS_NRES + r] += held[t * GS_NRES + r];
+					}
+				}
+				/* a parent keeps the larger of its own and its children's */
+				if (parent[t] >= 0)
+					for (r = 0; r < GS_NRES; r++)
+						held[parent[t] * GS_NRES + r] = Max(held[parent[t] * GS_NRES + r],
+															off[parent[t] * GS_NRES + r]);
+			}
+		if (anyheld)
+		{
+			/* off[t]: what the subtrees off t's path keep back (top down) */
+			double		top[GS_NRES] = {0, 0, 0, 0};
+			double	   *kids = palloc0(sizeof(double) * GS_NRES * N);
+
+			for (t = 0; t < n; t++)
+				for (r = 0; r < GS_NRES; r++)
+				{
+					if (parent[t] < 0)
+						top[r] += held[t * GS_NRES + r];
+					else
+						kids[parent[t] * GS_NRES + r] += held[t * GS_NRES + r];
+				}
+			for (k = 0; k <= maxdepth; k++)
+				for (t = 0; t < n; t++)
+				{
+					if (c->teams[t].depth != k)
+						continue;
+					for (r = 0; r < GS_NRES; r++)
+						off[t * GS_NRES + r] = (parent[t] < 0 ? top[r] : off[parent[t] * GS_NRES + r] +
+												kids[parent[t] * GS_NRES + r]) - held[t * GS_NRES + r];
+				}
+			avail = palloc(sizeof(double) * GS_NRES * N);
+			for (t = 0; t < n; t++)
+				for (r = 0; r < GS_NRES; r++)
+					avail[t * GS_NRES + r] = c->capacity[r] > 0 ? 1 - off[t * GS_NRES + r] / c->capacity[r] : 1;
+			pfree(kids);
+		}
 	}
 
 	/* 1. floors: leaves' own */
@@ -1249,6 +1314,14 @@ gs_tree_fair_shares(const GsCluster *c, const double *demand, double *alloc)
 							}
 						cap = sub[t * GS_NRES + r] + Max(cap - carved, 0);
 					}
+					else
+					{
+						/* less what its children keep back (from each other too) */
+						for (l = 0; l < n; l++)
+							if (parent[l] == t)
+								cap -= held[l * GS_NRES + r];
+						cap = Max(cap, sub[t * GS_NRES + r]);
+					}
 					if (lim2[t * GS_NRES + r] < 0 || cap < lim2[t * GS_NRES + r])
 						lim2[t * GS_NRES + r] = cap;
 				}
@@ -1268,70 +1341,6 @@ gs_tree_fair_shares(const GsCluster *c, const double *demand, double *alloc)
 				frozen[l] = pass == 0 ? qa[l] != a : false;
 			}
 			hdrf_fill(n, parent, weight, demand, lim2, c->capacity, alloc, x, frozen, NULL);
-		}
-	}
-
-	/* 2. lending limits: what each subtree keeps back, and off each leaf's path */
-	held = palloc0(sizeof(double) * GS_NRES * N);
-	off = palloc0(sizeof(double) * GS_NRES * N);
-	{
-		bool		anyheld = false;
-		int			k;
-
-		for (k = maxdepth; k >= 0; k--)
-			for (t = 0; t < n; t++)
-			{
-				if (c->teams[t].depth != k)
-					continue;
-				for (r = 0; r < GS_NRES; r++)
-				{
-					if (hasq[t] && nom[t * GS_NRES + r] >= 0)
-					{
-						double		own = nom[t * GS_NRES + r] - dsub[t * GS_NRES + r] - lend[t * GS_NRES + r];
-
-						held[t * GS_NRES + r] = Max(held[t * GS_NRES + r], own);
-					}
-					if (held[t * GS_NRES + r] > 0)
-					{
-						anyheld = true;
-						if (parent[t] >= 0)
-							off[parent[t] * GS_NRES + r] += held[t * GS_NRES + r];
-					}
-				}
-				/* a parent keeps the larger of its own and its children's */
-				if (parent[t] >= 0)
-					for (r = 0; r < GS_NRES; r++)
-						held[parent[t] * GS_NRES + r] = Max(held[parent[t] * GS_NRES + r],
-															off[parent[t] * GS_NRES + r]);
-			}
-		if (anyheld)
-		{
-			/* off[t]: what the subtrees off t's path keep back (top down) */
-			double		top[GS_NRES] = {0, 0, 0, 0};
-			double	   *kids = palloc0(sizeof(double) * GS_NRES * N);
-
-			for (t = 0; t < n; t++)
-				for (r = 0; r < GS_NRES; r++)
-				{
-					if (parent[t] < 0)
-						top[r] += held[t * GS_NRES + r];
-					else
-						kids[parent[t] * GS_NRES + r] += held[t * GS_NRES + r];
-				}
-			for (k = 0; k <= maxdepth; k++)
-				for (t = 0; t < n; t++)
-				{
-					if (c->teams[t].depth != k)
-						continue;
-					for (r = 0; r < GS_NRES; r++)
-						off[t * GS_NRES + r] = (parent[t] < 0 ? top[r] : off[parent[t] * GS_NRES + r] +
-												kids[parent[t] * GS_NRES + r]) - held[t * GS_NRES + r];
-				}
-			avail = palloc(sizeof(double) * GS_NRES * N);
-			for (t = 0; t < n; t++)
-				for (r = 0; r < GS_NRES; r++)
-					avail[t * GS_NRES + r] = c->capacity[r] > 0 ? 1 - off[t * GS_NRES + r] / c->capacity[r] : 1;
-			pfree(kids);
 		}
 	}
 
