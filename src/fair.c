@@ -587,9 +587,20 @@ at_min(double val, double mn)
 	return val <= mn * (1 + 1e-9) + 1e-12;
 }
 
-void
-gs_hdrf(int n, const int32_t *parent, const double *weight, const double *demand,
-		const double *limit, const double capacity[GS_NRES], double *alloc)
+/*
+ * One progressive filling (gs_hdrf). xio (may be NULL: from 0) holds each
+ * leaf's dominant share x at the start and gets it at the end, so that
+ * fillings can follow one another (quota floors, gs_tree_fair_shares);
+ * frozen (may be NULL) leaves do not grow this time; avail (may be NULL:
+ * 1) is, per leaf and resource, the fraction of the cluster's capacity the
+ * leaf may see used before the resource counts as used up for it (what
+ * subtrees off its path keep back, lending limits). With xio, frozen and
+ * avail NULL this is H-DRF from zero, bit for bit what it always was.
+ */
+static void
+hdrf_fill(int n, const int32_t *parent, const double *weight, const double *demand,
+		  const double *limit, const double capacity[GS_NRES], double *alloc,
+		  double *xio, const bool *frozen, const double *avail)
 {
 	int			N = Max(n, 1);
 	int		   *nk = palloc0(sizeof(int) * (n + 1)),
@@ -641,6 +652,9 @@ gs_hdrf(int n, const int32_t *parent, const double *weight, const double *demand
 			order[norder++] = kids[k];
 	}
 	/* leaves' demand directions */
+	if (xio != NULL)
+		for (i = 0; i < n; i++)
+			x[i] = xio[i];
 	for (i = 0; i < n; i++)
 	{
 		if (nk[i] > 0)
@@ -701,13 +715,15 @@ gs_hdrf(int n, const int32_t *parent, const double *weight, const double *demand
 
 			if (nk[t] == 0)
 			{
-				act[t] = X[t] > 0 && x[t] < X[t] * (1 - HDRF_TOL);
+				act[t] = X[t] > 0 && x[t] < X[t] * (1 - HDRF_TOL) &&
+					(frozen == NULL || !frozen[t]);
 				mask[t] = 0;
 				for (r = 0; r < GS_NRES; r++)
 					if (v[t * GS_NRES + r] > 0)
 					{
 						mask[t] |= (uint8) (1 << r);
-						if (sat[r] || (capd[t] & (1 << r)))
+						if (sat[r] || (capd[t] & (1 << r)) ||
+							(avail != NULL && used[r] >= avail[t * GS_NRES + r] - HDRF_TOL))
 							act[t] = false;
 					}
 				if (!act[t])
@@ -911,6 +927,13 @@ gs_hdrf(int n, const int32_t *parent, const double *weight, const double *demand
 		for (r = 0; r < GS_NRES; r++)
 			if (rate[r] > 0)
 				delta = Min(delta, (1 - used[r]) / rate[r]);
+		/* a resource used up for a growing leaf, as far as it may see */
+		if (avail != NULL)
+			for (i = 0; i < n; i++)
+				if (nk[i] == 0 && rho[i] > 0)
+					for (r = 0; r < GS_NRES; r++)
+						if (v[i * GS_NRES + r] > 0 && rate[r] > 0)
+							delta = Min(delta, (avail[i * GS_NRES + r] - used[r]) / rate[r]);
 		delta = Max(delta, 0);
 		if (delta >= 1e300)
 			break;
@@ -923,6 +946,9 @@ gs_hdrf(int n, const int32_t *parent, const double *weight, const double *demand
 			}
 	}
 	elog(DEBUG2, "gangsched: H-DRF over %d teams in %d steps", n, it);
+	if (xio != NULL)
+		for (i = 0; i < n; i++)
+			xio[i] = x[i];
 	/* the subtrees' allocations, in amounts */
 	for (k = norder - 1; k >= 0; k--)
 	{
@@ -962,6 +988,13 @@ gs_hdrf(int n, const int32_t *parent, const double *weight, const double *demand
 	pfree(grow);
 }
 
+void
+gs_hdrf(int n, const int32_t *parent, const double *weight, const double *demand,
+		const double *limit, const double capacity[GS_NRES], double *alloc)
+{
+	hdrf_fill(n, parent, weight, demand, limit, capacity, alloc, NULL, NULL, NULL);
+}
+
 /*
  * What a subtree may hold of each resource as its quotas say (the rounds'
  * borrowing limits, per level): the sum over the pools with capacity of
@@ -997,21 +1030,324 @@ gs_tree_limits(const GsCluster *c, double *limit)
 		}
 }
 
+/*
+ * The quota model over the tree, summed over the pools with capacity: a
+ * team's nominal amount of a resource (each pool's capped at its up
+ * capacity; -1 when no quota row governs it: no row, or 'Infinity' in one)
+ * and the part of it it may lend (a pool's lending limit, all of it when
+ * none).
+ */
+static bool
+tree_nominals(const GsCluster *c, double *nom, double *lend, bool *hasq)
+{
+	bool		any = false;
+	int			t,
+				p,
+				r;
+
+	for (t = 0; t < c->nteams; t++)
+	{
+		hasq[t] = false;
+		for (p = 0; p < c->npools; p++)
+			if (QUOTA(c, t, p)->has)
+				hasq[t] = any = true;
+		for (r = 0; r < GS_NRES; r++)
+		{
+			double		tot = 0,
+						ln = 0;
+			bool		gov = hasq[t];
+
+			for (p = 0; p < c->npools && gov; p++)
+			{
+				const GsQuota *q = QUOTA(c, t, p);
+				double		nm;
+
+				if (!q->has)
+					continue;
+				if (q->nominal[r] < 0)
+				{
+					gov = false;
+					break;
+				}
+				nm = Min(q->nominal[r], Max(c->pools[p].capacity[r], 0));
+				tot += nm;
+				ln += q->lend[r] >= 0 ? Min(q->lend[r], nm) : nm;
+			}
+			nom[t * GS_NRES + r] = gov ? tot : -1;
+			lend[t * GS_NRES + r] = gov ? ln : -1;
+		}
+	}
+	return any;
+}
+
+/* A leaf's amounts at dominant share x (of its demand's direction). */
+static void
+leaf_amounts(const double *demand, double X, double x, double *out)
+{
+	int			r;
+
+	for (r = 0; r < GS_NRES; r++)
+		out[r] = X > 0 ? demand[r] * Min(x / X, 1) : 0;
+}
+
+/*
+ * Fair allocations over the tree with the quota model the rounds enforce
+ * (docs/fairness.md, "Quotas in the fair share"):
+ *
+ * 1. Floors. A leaf with a quota row starts at the largest part of its
+ *    demand (along its direction) within its nominal amount of every
+ *    governed resource. Then, deepest level first, every inner team with a
+ *    quota row fills its subtree up to its nominal amount: first its free
+ *    leaves (those with no quota row on their way up to it: they run as
+ *    guaranteed work what its nominal leaves over after the quotas carved
+ *    out below it), then the whole subtree, less what its children keep
+ *    back (2.), by H-DRF among its members still asking, from where they
+ *    stand.
+ * 2. Lending limits. What a subtree keeps back from teams outside it (its
+ *    idle nominal, nominal less demand, beyond what it lends; the larger of
+ *    that and what its children keep back) is not there for the leaves
+ *    off its path (computed first: it depends on demands alone).
+ * 3. H-DRF from the floors over the whole cluster, borrowing limits
+ *    capping as before: a team above the level keeps its floor, the level
+ *    rises among the others until it reaches it.
+ *
+ * Without any quota row this is gs_hdrf, bit for bit.
+ */
 void
 gs_tree_fair_shares(const GsCluster *c, const double *demand, double *alloc)
 {
-	int32_t    *parent = palloc(sizeof(int32_t) * Max(c->nteams, 1));
-	double	   *weight = palloc(sizeof(double) * Max(c->nteams, 1)),
-			   *limit = palloc(sizeof(double) * GS_NRES * Max(c->nteams, 1));
-	int			t;
+	int			n = c->nteams,
+				N = Max(n, 1);
+	int32_t    *parent = palloc(sizeof(int32_t) * N);
+	double	   *weight = palloc(sizeof(double) * N),
+			   *limit = palloc(sizeof(double) * GS_NRES * N),
+			   *nom,
+			   *lend,
+			   *dsub,
+			   *X,
+			   *x,
+			   *lim2,
+			   *sub,
+			   *held,
+			   *off,
+			   *avail = NULL;
+	bool	   *hasq = palloc(sizeof(bool) * N),
+			   *frozen;
+	int		   *qa;
+	int			t,
+				r,
+				d,
+				maxdepth = 0;
 
-	for (t = 0; t < c->nteams; t++)
+	for (t = 0; t < n; t++)
 	{
 		parent[t] = c->teams[t].parent;
 		weight[t] = c->teams[t].weight > 0 ? c->teams[t].weight : 1;
 	}
 	gs_tree_limits(c, limit);
-	gs_hdrf(c->nteams, parent, weight, demand, limit, c->capacity, alloc);
+	nom = palloc(sizeof(double) * GS_NRES * N);
+	lend = palloc(sizeof(double) * GS_NRES * N);
+	if (!tree_nominals(c, nom, lend, hasq))
+	{
+		gs_hdrf(n, parent, weight, demand, limit, c->capacity, alloc);
+		goto done;
+	}
+
+	/* subtree demand; each leaf's dominant demand X; nearest quota row up */
+	dsub = palloc0(sizeof(double) * GS_NRES * N);
+	X = palloc0(sizeof(double) * N);
+	x = palloc0(sizeof(double) * N);
+	qa = palloc(sizeof(int) * N);
+	for (t = 0; t < n; t++)
+	{
+		int			a;
+
+		maxdepth = Max(maxdepth, c->teams[t].depth);
+		if (c->teams[t].nchildren > 0)
+			continue;
+		for (r = 0; r < GS_NRES; r++)
+			if (c->capacity[r] > 0)
+				X[t] = Max(X[t], demand[t * GS_NRES + r] / c->capacity[r]);
+		for (a = t; a >= 0; a = parent[a])
+			for (r = 0; r < GS_NRES; r++)
+				dsub[a * GS_NRES + r] += demand[t * GS_NRES + r];
+		qa[t] = -1;
+		for (a = t; a >= 0 && qa[t] < 0; a = parent[a])
+			if (hasq[a])
+				qa[t] = a;
+	}
+
+	/* 2. lending limits: what each subtree keeps back, and off each leaf's path */
+	held = palloc0(sizeof(double) * GS_NRES * N);
+	off = palloc0(sizeof(double) * GS_NRES * N);
+	{
+		bool		anyheld = false;
+		int			k;
+
+		for (k = maxdepth; k >= 0; k--)
+			for (t = 0; t < n; t++)
+			{
+				if (c->teams[t].depth != k)
+					continue;
+				for (r = 0; r < GS_NRES; r++)
+				{
+					if (hasq[t] && nom[t * GS_NRES + r] >= 0)
+					{
+						double		own = nom[t * GS_NRES + r] - dsub[t * GS_NRES + r] - lend[t * GS_NRES + r];
+
+						held[t * GS_NRES + r] = Max(held[t * GS_NRES + r], own);
+					}
+					if (held[t * GS_NRES + r] > 0)
+					{
+						anyheld = true;
+						if (parent[t] >= 0)
+							off[parent[t] * GS_NRES + r] += held[t * GS_NRES + r];
+					}
+				}
+				/* a parent keeps the larger of its own and its children's */
+				if (parent[t] >= 0)
+					for (r = 0; r < GS_NRES; r++)
+						held[parent[t] * GS_NRES + r] = Max(held[parent[t] * GS_NRES + r],
+															off[parent[t] * GS_NRES + r]);
+			}
+		if (anyheld)
+		{
+			/* off[t]: what the subtrees off t's path keep back (top down) */
+			double		top[GS_NRES] = {0, 0, 0, 0};
+			double	   *kids = palloc0(sizeof(double) * GS_NRES * N);
+
+			for (t = 0; t < n; t++)
+				for (r = 0; r < GS_NRES; r++)
+				{
+					if (parent[t] < 0)
+						top[r] += held[t * GS_NRES + r];
+					else
+						kids[parent[t] * GS_NRES + r] += held[t * GS_NRES + r];
+				}
+			for (k = 0; k <= maxdepth; k++)
+				for (t = 0; t < n; t++)
+				{
+					if (c->teams[t].depth != k)
+						continue;
+					for (r = 0; r < GS_NRES; r++)
+						off[t * GS_NRES + r] = (parent[t] < 0 ? top[r] : off[parent[t] * GS_NRES + r] +
+												kids[parent[t] * GS_NRES + r]) - held[t * GS_NRES + r];
+				}
+			avail = palloc(sizeof(double) * GS_NRES * N);
+			for (t = 0; t < n; t++)
+				for (r = 0; r < GS_NRES; r++)
+					avail[t * GS_NRES + r] = c->capacity[r] > 0 ? 1 - off[t * GS_NRES + r] / c->capacity[r] : 1;
+			pfree(kids);
+		}
+	}
+
+	/* 1. floors: leaves' own */
+	for (t = 0; t < n; t++)
+	{
+		double		f = 1;
+
+		if (c->teams[t].nchildren > 0 || !hasq[t] || X[t] <= 0)
+			continue;
+		for (r = 0; r < GS_NRES; r++)
+			if (c->capacity[r] > 0 && nom[t * GS_NRES + r] >= 0 && demand[t * GS_NRES + r] > 0)
+				f = Min(f, nom[t * GS_NRES + r] / demand[t * GS_NRES + r]);
+		x[t] = X[t] * Max(f, 0);
+	}
+	/* inner teams' nominal quotas, deepest first, two fillings per level */
+	frozen = palloc(sizeof(bool) * N);
+	lim2 = palloc(sizeof(double) * GS_NRES * N);
+	sub = palloc(sizeof(double) * GS_NRES * N);
+	for (d = maxdepth - 1; d >= 0; d--)
+	{
+		int			pass;
+		bool		some = false;
+
+		for (t = 0; t < n; t++)
+			if (c->teams[t].depth == d && c->teams[t].nchildren > 0 && hasq[t])
+				some = true;
+		if (!some)
+			continue;
+		for (pass = 0; pass < 2; pass++)
+		{
+			int			l;
+
+			/* what each subtree holds now */
+			memset(sub, 0, sizeof(double) * GS_NRES * N);
+			for (l = 0; l < n; l++)
+			{
+				double		amt[GS_NRES];
+				int			a;
+
+				if (c->teams[l].nchildren > 0)
+					continue;
+				leaf_amounts(&demand[l * GS_NRES], X[l], x[l], amt);
+				for (a = l; a >= 0; a = parent[a])
+					for (r = 0; r < GS_NRES; r++)
+						sub[a * GS_NRES + r] += amt[r];
+			}
+			memcpy(lim2, limit, sizeof(double) * GS_NRES * N);
+			for (t = 0; t < n; t++)
+			{
+				if (c->teams[t].depth != d || c->teams[t].nchildren == 0 || !hasq[t])
+					continue;
+				for (r = 0; r < GS_NRES; r++)
+				{
+					double		cap = nom[t * GS_NRES + r];
+
+					if (cap < 0)
+						continue;
+					if (pass == 0)
+					{
+						/* its nominal less the quotas carved out below it */
+						double		carved = 0;
+
+						for (l = 0; l < n; l++)
+							if (l != t && hasq[l] && nom[l * GS_NRES + r] > 0 && parent[l] >= 0 &&
+								gs_team_within(c, l, t))
+							{
+								int			a = parent[l];
+
+								while (a != t && !hasq[a])
+									a = parent[a];
+								if (a == t)
+									carved += nom[l * GS_NRES + r];
+							}
+						cap = sub[t * GS_NRES + r] + Max(cap - carved, 0);
+					}
+					else
+					{
+						/* less what its children keep back (from each other too) */
+						for (l = 0; l < n; l++)
+							if (parent[l] == t)
+								cap -= held[l * GS_NRES + r];
+						cap = Max(cap, sub[t * GS_NRES + r]);
+					}
+					if (lim2[t * GS_NRES + r] < 0 || cap < lim2[t * GS_NRES + r])
+						lim2[t * GS_NRES + r] = cap;
+				}
+			}
+			/* who grows: the free leaves (pass 0) or every leaf (pass 1) of those teams */
+			for (l = 0; l < n; l++)
+			{
+				int			a = l;
+
+				frozen[l] = true;
+				if (c->teams[l].nchildren > 0)
+					continue;
+				while (a >= 0 && c->teams[a].depth > d)
+					a = parent[a];
+				if (a < 0 || c->teams[a].depth != d || !hasq[a] || a == l)
+					continue;
+				frozen[l] = pass == 0 ? qa[l] != a : false;
+			}
+			hdrf_fill(n, parent, weight, demand, lim2, c->capacity, alloc, x, frozen, NULL);
+		}
+	}
+
+	/* 3. H-DRF from the floors */
+	hdrf_fill(n, parent, weight, demand, limit, c->capacity, alloc, x, NULL, avail);
+
+done:
 	pfree(parent);
 	pfree(weight);
 	pfree(limit);

@@ -334,11 +334,27 @@ gs_job_elastic(const GsJob *j)
 	return j->min_workers < j->max_workers;
 }
 
+/*
+ * The team closed to new work (close_team()) that closes the job's team:
+ * the team itself or, in a tree, the nearest closed ancestor (closing a
+ * team closes its subtree); -1 when none.
+ */
+static inline int
+gs_team_closed_by(const GsCluster *c, const GsJob *j)
+{
+	int			t;
+
+	for (t = j->tix; t >= 0; t = c->teams[t].parent)
+		if (c->teams[t].closed)
+			return t;
+	return -1;
+}
+
 /* Is the job's team closed to new work (close_team())? Rounds do not try its jobs. */
 static inline bool
 gs_team_closed(const GsCluster *c, const GsJob *j)
 {
-	return j->tix >= 0 && c->teams[j->tix].closed;
+	return gs_team_closed_by(c, j) >= 0;
 }
 
 /* Is team a the team d or one of its ancestors? */

@@ -182,10 +182,15 @@ set_closed_reason(GsCluster *c, GsJob *j)
 	}
 	if (!gs_team_closed(c, j))
 		return false;
-	t = &c->teams[j->tix];
-	j->reason = t->closed_reason != NULL
-		? psprintf("team %s is closed to new work: %s", t->name, t->closed_reason)
-		: psprintf("team %s is closed to new work", t->name);
+	t = &c->teams[gs_team_closed_by(c, j)];
+	if (t == &c->teams[j->tix])
+		j->reason = t->closed_reason != NULL
+			? psprintf("team %s is closed to new work: %s", t->name, t->closed_reason)
+			: psprintf("team %s is closed to new work", t->name);
+	else
+		j->reason = t->closed_reason != NULL
+			? psprintf("team %s (above %s) is closed to new work: %s", t->name, c->teams[j->tix].name, t->closed_reason)
+			: psprintf("team %s (above %s) is closed to new work", t->name, c->teams[j->tix].name);
 	return true;
 }
 

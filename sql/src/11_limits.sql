@@ -59,15 +59,35 @@ CREATE FUNCTION gangsched._check_team_limits(tid int, workers int) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     r       record;
+    up      record;
     lim     int;
     seq     bigint;
     n       int;
 BEGIN
     SELECT t.name, t.max_pending, t.max_workers_per_gang, c.pending, c.upto, c.counted_at,
-           (SELECT s.last_value FROM gangsched.queue_position_seq s) AS seq, t.closed_at, t.closed_reason
+           (SELECT s.last_value FROM gangsched.queue_position_seq s) AS seq, t.closed_at, t.closed_reason,
+           t.parent_id
       INTO r
       FROM gangsched.teams t LEFT JOIN gangsched.team_pending c ON c.team_id = t.id
      WHERE t.id = tid FOR KEY SHARE OF t;
+    IF r.closed_at IS NULL AND r.parent_id IS NOT NULL THEN
+        -- closing a team closes its subtree: the nearest closed ancestor
+        SELECT a.name, a.closed_at, a.closed_reason INTO up
+          FROM (WITH RECURSIVE anc(id, parent_id, d) AS (
+                    SELECT x.id, x.parent_id, 1 FROM gangsched.teams x WHERE x.id = r.parent_id
+                    UNION ALL
+                    SELECT x.id, x.parent_id, anc.d + 1 FROM gangsched.teams x JOIN anc ON x.id = anc.parent_id)
+                SELECT anc.id, anc.d FROM anc) s
+          JOIN gangsched.teams a ON a.id = s.id
+         WHERE a.closed_at IS NOT NULL ORDER BY s.d LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION 'team "%" is closed to new work: team "%" above it is closed', r.name, up.name
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      DETAIL = format('Team "%s" was closed at %s%s, and with it its subtree. Its queued jobs stay queued and are not placed; its running jobs run on.',
+                                      up.name, up.closed_at, COALESCE(': ' || up.closed_reason, '')),
+                      HINT = format('Ask the operator to reopen it with gangsched.open_team(%L).', up.name);
+        END IF;
+    END IF;
     IF r.closed_at IS NOT NULL THEN
         RAISE EXCEPTION 'team "%" is closed to new work', r.name
             USING ERRCODE = 'object_not_in_prerequisite_state',

@@ -72,8 +72,10 @@ SELECT q.position, q.job, t.name AS team, j.name, j.priority, j.workers, j.gpus,
 -- into its children's), and the pool's unassigned capacity is what the
 -- topmost quotas (those with no quota above them in the tree) leave.
 -- fair_share: the subtree's hierarchical weighted DRF share of the cluster
--- over use plus pending demand (_fair_shares, 64_team_tree.sql). With a
--- one-level tree every row is what it was without trees.
+-- over use plus pending demand (_fair_shares, 64_team_tree.sql), nominal
+-- quotas as floors, lending limits keeping idle quota from others and
+-- borrowing limits capping (docs/fairness.md, "Quotas in the fair share").
+-- With a one-level tree every row is what it was without trees.
 CREATE VIEW gangsched._team_shares_rows AS
 WITH cap AS (
     SELECT sum(n.gpus) AS gpus, sum(n.cpus) AS cpus, sum(n.mem_gb) AS mem, sum(n.net_gbps) AS net

@@ -192,6 +192,26 @@ UPDATE gangsched.quotas SET gpus = 20 WHERE team_id = (SELECT id FROM gangsched.
 SELECT invariant, detail FROM gangsched.check_invariants();
 UPDATE gangsched.quotas SET gpus = 8 WHERE team_id = (SELECT id FROM gangsched.teams WHERE name = 'vision');
 
+-- Closing an inner team closes its subtree: dept > grp. A job queued in
+-- grp before the close stays queued and is not placed (its reason names
+-- dept); a new submit to grp is refused (55000, naming dept, with the
+-- hint to reopen dept); open_team(dept) lets both through again.
+SELECT gangsched.add_team('dept', 1) > 0 AS dept, gangsched.add_team('grp', 1, 'dept') > 0 AS grp;
+SELECT gangsched.submit('grp', 1, 1, name => 'grp-before') > 0 AS queued;
+SELECT gangsched.close_team('dept', 'moving to cluster B');
+SELECT gangsched.submit('grp', 1, 1, name => 'grp-after');
+DO $$ BEGIN PERFORM gangsched.submit('grp', 1, 1);
+EXCEPTION WHEN object_not_in_prerequisite_state THEN RAISE NOTICE 'refused with SQLSTATE %', SQLSTATE; END $$;
+SELECT count(*) AS placed_in_grp FROM gangsched.run_round() r, gangsched.jobs j
+ WHERE j.team = 'grp' AND j.state IN ('placed', 'running');
+SELECT name, state, reason FROM gangsched.jobs WHERE team = 'grp' ORDER BY job;
+SELECT w.reason, w.detail FROM gangsched.why_pending((SELECT job FROM gangsched.jobs WHERE name = 'grp-before')) w
+ WHERE w.reason = 'team closed';
+SELECT gangsched.open_team('dept');
+SELECT gangsched.submit('grp', 1, 1, name => 'grp-after') > 0 AS accepted;
+SELECT considered > 0 AS tried FROM gangsched.run_round();
+SELECT name, state, reason IS NULL OR reason NOT LIKE '%closed%' AS not_closed FROM gangsched.jobs WHERE team = 'grp' ORDER BY job;
+
 SELECT * FROM gangsched.check_invariants();
 DROP EXTENSION gangsched CASCADE;
 DROP OWNED BY gs39_research, gs39_vision, gs39_analyst;
