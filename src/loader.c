@@ -915,7 +915,8 @@ load_growable(GsState *st, GsCluster *c, const IdIndex *teams, int *dcap)
 		"  FROM gangsched.gangs g"
 		" WHERE g.min_replicas IS NOT NULL"
 		"   AND g.state OPERATOR(pg_catalog.=) ANY ('{placed,running}'::pg_catalog.text[])"
-		"   AND g.workers OPERATOR(pg_catalog.<) g.max_workers AND g.span IS NULL",
+		"   AND g.workers OPERATOR(pg_catalog.<) g.max_workers AND g.span IS NULL"
+		" ORDER BY g.id",
 		0, NULL, NULL, (DestReceiver *) &r, true, SPI_OK_SELECT);
 	MemoryContextSwitchTo(r.cxt);
 	st->grow = tmp.jobs;
@@ -1059,7 +1060,11 @@ typedef struct RunningEntry
 	GsRunning  *r;
 } RunningEntry;
 
-/* The jobs placed or running (one row each), into st->running; byjob finds them by id. */
+/*
+ * The jobs placed or running (one row each), into st->running in job order
+ * (victim searches then read them in an order the table's physical layout
+ * does not change); byjob finds them by id.
+ */
 static void
 load_running_jobs(GsState *st, const IdIndex *teams, HTAB **byjob)
 {
@@ -1090,7 +1095,8 @@ load_running_jobs(GsState *st, const IdIndex *teams, HTAB **byjob)
 						 (double) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY);
 	appendStringInfoString(&sql,
 		"  FROM gangsched.gangs g"
-		" WHERE g.state OPERATOR(pg_catalog.=) ANY ('{placed,running}'::pg_catalog.text[])");
+		" WHERE g.state OPERATOR(pg_catalog.=) ANY ('{placed,running}'::pg_catalog.text[])"
+		" ORDER BY g.id");
 	/* with las teams the text holds the round's clock: planned each time */
 	(void) gs_spi_exec("load", sql.data, 0, NULL, NULL, NULL, st->las_teams == NULL, SPI_OK_SELECT);
 	st->nrunning = (int) SPI_processed;
@@ -1129,6 +1135,17 @@ load_running_jobs(GsState *st, const IdIndex *teams, HTAB **byjob)
 		e = hash_search(*byjob, &r->id, HASH_ENTER, &found);
 		e->r = r;
 	}
+}
+
+/* Allocation order within a gang: node, then devices, then slices. */
+static bool
+alloc_before(const GsAlloc *x, const GsAlloc *y)
+{
+	if (x->node != y->node)
+		return x->node < y->node;
+	if (x->devmask != y->devmask)
+		return x->devmask < y->devmask;
+	return x->first_slice < y->first_slice;
 }
 
 /*
@@ -1177,6 +1194,14 @@ load_running_allocs(GsCluster *c, const IdIndex *nodes, HTAB *byjob)
 		a->cpus = col_float(i, 6, 0);
 		a->mem = col_float(i, 7, 0);
 		a->net = col_float(i, 8, 0);
+		/* each gang's allocations by node, then devices, however the rows came */
+		for (d = r->nalloc - 1; d > 0 && alloc_before(&r->allocs[d], &r->allocs[d - 1]); d--)
+		{
+			GsAlloc		t = r->allocs[d];
+
+			r->allocs[d] = r->allocs[d - 1];
+			r->allocs[d - 1] = t;
+		}
 	}
 }
 

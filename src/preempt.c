@@ -53,9 +53,11 @@
  *    the domain) free the most GPUs;
  *  - MAX_SINGLES: this many of the largest candidates are tried as the only
  *    victim (one large gang rather than many small ones);
- *  - MAX_CANDIDATES: running gangs looked at as candidates; beyond it the
- *    rest of the running list is not read (a cluster has fewer gangs than
- *    this many in the benchmarks; a larger one still gets a plan from them).
+ *  - MAX_CANDIDATES: candidates a search builds plans from: the first this
+ *    many in victim order (cmp_cand, a total order ending in job id), not
+ *    the first read, so the choice does not depend on the running list's
+ *    order (a cluster has fewer gangs than this many in the benchmarks; a
+ *    larger one still gets a plan from them).
  */
 #define MAX_DOMAINS_PER_DEPTH 4
 #define MAX_SINGLES 16
@@ -1057,7 +1059,7 @@ collect_candidates(Search *s, const GsPreemptSettings *set, Cand *cands, GsRunni
 
 	memset(n, 0, sizeof(*n));
 	*nrest = 0;
-	for (i = 0; i < st->nrunning && nc < MAX_CANDIDATES; i++)
+	for (i = 0; i < st->nrunning; i++)
 	{
 		GsRunning  *r = &st->running[i];
 
@@ -1403,6 +1405,9 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, const GsPreemptSettings *set, GsP
 		j->preempt_refused = refusal_text(&s, &refused);
 		return false;
 	}
+	/* the first MAX_CANDIDATES in victim order, whatever order they were read in */
+	qsort(cands, nc, sizeof(Cand), cmp_cand);
+	nc = Min(nc, MAX_CANDIDATES);
 	/* not enough GPUs even if every candidate left: no search */
 	sum = free_gpus;
 	for (i = 0; i < nc; i++)
@@ -1413,7 +1418,6 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, const GsPreemptSettings *set, GsP
 									  nc, nc == 1 ? "" : "s", sum, jd[GS_GPU]);
 		return false;
 	}
-	qsort(cands, nc, sizeof(Cand), cmp_cand);
 
 	gs_placer_ignore_memo(p, true);
 	for (i = 0; i < nrest; i++)
