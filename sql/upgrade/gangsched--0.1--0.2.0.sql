@@ -8245,3 +8245,13 @@ SELECT j.id AS job, t.name AS team, j.name, j.state, j.workers, j.gpus, j.cpus, 
   LEFT JOIN gangsched.pools p ON p.id = j.pool_id
   LEFT JOIN gangsched.bookings b ON b.id = j.reservation_id;
 
+
+-- ==== pre12c: victim selection in job order, victims counted by the round (issue 12) ====
+-- The gangs holding capacity in job order (src/loader.c loads them ORDER BY id).
+CREATE INDEX gangs_held_idx ON gangsched.gangs (id) WHERE state IN ('placed', 'running');
+-- 'preempting' events are counted by the round's victims statement (src/round.c).
+DROP TRIGGER events_counted ON gangsched.events;
+CREATE TRIGGER events_counted
+    AFTER INSERT ON gangsched.events
+    FOR EACH ROW WHEN (NEW.kind IN ('finished', 'failed', 'cancelled', 'expired', 'requeued'))
+    EXECUTE FUNCTION gangsched._count_event();
