@@ -1039,6 +1039,17 @@ typedef struct Refusals
 	int			reclaim_early;
 } Refusals;
 
+/* search_team_borrows with no victims counted out, once per team and pool (cache: -1 not asked yet) */
+static bool
+borrows_cached(const Search *s, int8 *cache, int t, int pool)
+{
+	int8	   *b = &cache[t * s->c->npools + pool];
+
+	if (*b < 0)
+		*b = (int8) search_team_borrows(s, t, pool, NULL);
+	return *b != 0;
+}
+
 /*
  * Candidates for J (cands, nc returned) and the rests of earlier victims of
  * the round J may use (rest, *nrest); what a rule kept out is counted in *n.
@@ -1056,9 +1067,13 @@ collect_candidates(Search *s, const GsPreemptSettings *set, Cand *cands, GsRunni
 		st->now - j->queued_at < (int64_t) set->fair_delay_s * 1000000;
 	bool		reclaim_early = !j->try_borrowing && set->reclaim_delay_s > 0 &&
 		st->now - j->queued_at < (int64_t) set->reclaim_delay_s * 1000000;
+	int8	   *borrows;
 
 	memset(n, 0, sizeof(*n));
 	*nrest = 0;
+	/* whether a team borrows in a pool: asked once per team and pool, not per gang */
+	borrows = palloc(sizeof(int8) * Max(s->c->nteams * s->c->npools, 1));
+	memset(borrows, -1, sizeof(int8) * Max(s->c->nteams * s->c->npools, 1));
 	for (i = 0; i < st->nrunning; i++)
 	{
 		GsRunning  *r = &st->running[i];
@@ -1081,7 +1096,7 @@ collect_candidates(Search *s, const GsPreemptSettings *set, Cand *cands, GsRunni
 		}
 		else if (j->quota_blocked)
 			continue;			/* its own quota blocks it: only its team's work */
-		else if (!r->borrowed || r->tix < 0 || !search_team_borrows(s, r->tix, r->pool, NULL))
+		else if (!r->borrowed || r->tix < 0 || !borrows_cached(s, borrows, r->tix, r->pool))
 		{
 			n->guaranteed++;
 			continue;
@@ -1129,6 +1144,7 @@ collect_candidates(Search *s, const GsPreemptSettings *set, Cand *cands, GsRunni
 		cands[nc].lcad = (r->tix >= 0 && s->side) ? s->lcad[r->tix] : -1;
 		nc++;
 	}
+	pfree(borrows);
 	return nc;
 }
 
@@ -1185,18 +1201,30 @@ consider(Search *s, Cand *cands, int n, double free_gpus, Plan *best)
 		*best = plan;
 }
 
-/* Single victims that make room alone (one large rather than many small). */
+/*
+ * Single victims that make room alone (one large rather than many small):
+ * the MAX_SINGLES first in cmp_larger's order (a total order), kept in
+ * order as the candidates are read, no sort of them all.
+ */
 static void
 consider_singles(Search *s, const Cand *cands, int nc, double free_gpus, Plan *best)
 {
-	Cand	   *big = palloc(sizeof(Cand) * nc);
-	int			i;
+	Cand		big[MAX_SINGLES];
+	int			nb = 0,
+				i,
+				k;
 
-	memcpy(big, cands, sizeof(Cand) * nc);
-	qsort(big, nc, sizeof(Cand), cmp_larger);
-	for (i = 0; i < nc && i < MAX_SINGLES; i++)
+	for (i = 0; i < nc; i++)
+	{
+		if (nb == MAX_SINGLES && cmp_larger(&cands[i], &big[nb - 1]) >= 0)
+			continue;
+		k = (nb < MAX_SINGLES) ? nb++ : MAX_SINGLES - 1;
+		for (; k > 0 && cmp_larger(&cands[i], &big[k - 1]) < 0; k--)
+			big[k] = big[k - 1];
+		big[k] = cands[i];
+	}
+	for (i = 0; i < nb; i++)
 		consider(s, &big[i], 1, free_gpus, best);
-	pfree(big);
 }
 
 /* Does gang r lie wholly inside domain `dom` of depth d? */
@@ -1219,6 +1247,8 @@ static void
 consider_domains(Search *s, const Cand *cands, int nc, double free_gpus, Plan *best)
 {
 	GsCluster  *c = s->c;
+	int		   *domof = palloc(sizeof(int) * Max(nc, 1));	/* the domain of depth d holding candidate i, -1 */
+	Cand	   *sub = palloc(sizeof(Cand) * Max(nc, 1));
 	int			d,
 				i;
 
@@ -1233,7 +1263,8 @@ consider_domains(Search *s, const Cand *cands, int nc, double free_gpus, Plan *b
 			GsRunning  *r = cands[i].r;
 			int			dom = c->nodes[r->allocs[0].node].dom[d];
 
-			if (inside_domain(c, r, d, dom))
+			domof[i] = inside_domain(c, r, d, dom) ? dom : -1;
+			if (domof[i] >= 0)
 				gain[dom] += r->gpus_total + 1.0;
 		}
 		for (pick = 0; pick < MAX_DOMAINS_PER_DEPTH; pick++)
@@ -1241,7 +1272,6 @@ consider_domains(Search *s, const Cand *cands, int nc, double free_gpus, Plan *b
 			int			bi = -1,
 						k,
 						m = 0;
-			Cand	   *sub;
 
 			for (k = 0; k < ndom; k++)
 				if (gain[k] > 0 && (bi < 0 || gain[k] > gain[bi]))
@@ -1249,16 +1279,16 @@ consider_domains(Search *s, const Cand *cands, int nc, double free_gpus, Plan *b
 			if (bi < 0)
 				break;
 			gain[bi] = 0;
-			sub = palloc(sizeof(Cand) * nc);
 			for (i = 0; i < nc; i++)
-				if (inside_domain(c, cands[i].r, d, bi))
+				if (domof[i] == bi)
 					sub[m++] = cands[i];
 			if (m > 0)
 				consider(s, sub, m, free_gpus, best);
-			pfree(sub);
 		}
 		pfree(gain);
 	}
+	pfree(domof);
+	pfree(sub);
 }
 
 /*
