@@ -1157,8 +1157,9 @@ load_running_allocs(GsCluster *c, const IdIndex *nodes, HTAB *byjob)
 {
 	int			i;
 
-	run("SELECT a.job, a.node_id, a.devices, a.first_slice, a.slices,"
-		"       a.cpus::pg_catalog.float8, a.mem_gb::pg_catalog.float8, a.net_gbps::pg_catalog.float8"
+	/* the array last: the fixed-width columns before it are read at cached offsets */
+	run("SELECT a.job, a.node_id, a.first_slice, a.slices,"
+		"       a.cpus::pg_catalog.float8, a.mem_gb::pg_catalog.float8, a.net_gbps::pg_catalog.float8, a.devices"
 		"  FROM gangsched.allocations a WHERE pg_catalog.upper_inf(a.during)", SPI_OK_SELECT);
 	for (i = 0; i < (int) SPI_processed; i++)
 	{
@@ -1182,18 +1183,18 @@ load_running_allocs(GsCluster *c, const IdIndex *nodes, HTAB *byjob)
 		a->node = id_lookup(nodes, col_int(i, 2, 0));
 		if (a->node >= 0)
 			r->pool = c->nodes[a->node].pool;
-		arr = DatumGetArrayTypeP(col(i, 3, &isnull));
+		arr = DatumGetArrayTypeP(col(i, 8, &isnull));
 		nd = ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
 		devs = (int32 *) ARR_DATA_PTR(arr);
 		a->devmask = 0;
 		for (d = 0; d < nd; d++)
 			if (devs[d] >= 0 && devs[d] < GS_MAX_GPUS)
 				a->devmask |= UINT64_C(1) << devs[d];
-		a->first_slice = (int16_t) col_int(i, 4, 0);
-		a->nslices = (int16_t) col_int(i, 5, 0);
-		a->cpus = col_float(i, 6, 0);
-		a->mem = col_float(i, 7, 0);
-		a->net = col_float(i, 8, 0);
+		a->first_slice = (int16_t) col_int(i, 3, 0);
+		a->nslices = (int16_t) col_int(i, 4, 0);
+		a->cpus = col_float(i, 5, 0);
+		a->mem = col_float(i, 6, 0);
+		a->net = col_float(i, 7, 0);
 		/* each gang's allocations by node, then devices, however the rows came */
 		for (d = r->nalloc - 1; d > 0 && alloc_before(&r->allocs[d], &r->allocs[d - 1]); d--)
 		{

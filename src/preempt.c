@@ -179,6 +179,7 @@ typedef struct Search
 	int		   *jside;			/* the child of that LCA on J's side */
 	int		   *lcad;			/* the LCA's depth, -1 when none */
 	const double *levels;		/* [team][GS_NRES]: each subtree's fair allocation (gs_tree_fair_shares) */
+	const int32 *dom_of;		/* GsPreemptRound.dom_of */
 } Search;
 
 /*
@@ -1227,16 +1228,39 @@ consider_singles(Search *s, const Cand *cands, int nc, double free_gpus, Plan *b
 		consider(s, &big[i], 1, free_gpus, best);
 }
 
-/* Does gang r lie wholly inside domain `dom` of depth d? */
-static bool
-inside_domain(const GsCluster *c, const GsRunning *r, int d, int dom)
+/*
+ * The round's running gangs: at each depth 1..L, the domain that holds the
+ * gang's every allocation, -1 when none does. Victims keep their nodes
+ * through the round, so once per round.
+ */
+static int32 *
+domains_of_running(const GsState *st)
 {
-	int			k;
+	const GsCluster *c = st->cluster;
+	int			nd = c->nlevels + 1,
+				i,
+				d,
+				k;
+	int32	   *out = palloc(sizeof(int32) * nd * Max(st->nrunning, 1));
 
-	for (k = 0; k < r->nalloc; k++)
-		if (c->nodes[r->allocs[k].node].dom[d] != dom)
-			return false;
-	return true;
+	for (i = 0; i < st->nrunning; i++)
+	{
+		const GsRunning *r = &st->running[i];
+		int32	   *o = &out[i * nd];
+
+		for (d = 1; d < nd; d++)
+			o[d] = (r->nalloc > 0 && r->allocs[0].node >= 0) ? c->nodes[r->allocs[0].node].dom[d] : -1;
+		for (k = 1; k < r->nalloc; k++)
+		{
+			const GsNode *n = r->allocs[k].node >= 0 ? &c->nodes[r->allocs[k].node] : NULL;
+
+			for (d = 1; d < nd; d++)
+				if (n == NULL || n->dom[d] != o[d])
+					o[d] = -1;
+		}
+		o[0] = -1;
+	}
+	return out;
 }
 
 /*
@@ -1261,11 +1285,10 @@ consider_domains(Search *s, const Cand *cands, int nc, double free_gpus, Plan *b
 		for (i = 0; i < nc; i++)
 		{
 			GsRunning  *r = cands[i].r;
-			int			dom = c->nodes[r->allocs[0].node].dom[d];
 
-			domof[i] = inside_domain(c, r, d, dom) ? dom : -1;
+			domof[i] = s->dom_of[(r - s->st->running) * (c->nlevels + 1) + d];
 			if (domof[i] >= 0)
-				gain[dom] += r->gpus_total + 1.0;
+				gain[domof[i]] += r->gpus_total + 1.0;
 		}
 		for (pick = 0; pick < MAX_DOMAINS_PER_DEPTH; pick++)
 		{
@@ -1421,6 +1444,9 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, const GsPreemptSettings *set, GsP
 	s.floor_skips = 0;
 	s.side = s.jside = s.lcad = NULL;
 	s.levels = rd->levels;
+	if (rd->dom_of == NULL)
+		rd->dom_of = domains_of_running(st);
+	s.dom_of = rd->dom_of;
 	if (c->tree)
 		tree_sides(&s);
 	for (i = 0; i < c->npools && i < GS_MAX_POOLS; i++)
