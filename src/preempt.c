@@ -29,9 +29,11 @@
  * Plans are built greedily in victim order — the team with the highest
  * weighted dominant share first (recomputed as its victims are counted out),
  * then lowest priority, then least lost work (GPU-seconds since the last
- * checkpoint plus the restart cost), then newest — over all candidates and
- * over the candidates of each promising topology domain, and from single
- * victims; each plan is then pruned of victims it does not need. The best
+ * checkpoint plus the restart cost), then newest, then job id (a total
+ * order; the running gangs are read in job order, so nothing depends on
+ * the physical order of rows) — over all candidates and over the
+ * candidates of each promising topology domain, and from single victims;
+ * each plan is then pruned of victims it does not need. The best
  * plan: victims from the teams furthest above their share, then the lowest
  * highest priority, then the fewest GPUs freed beyond J's need (stranded),
  * then least lost work, then fewest victims. A search that finds nothing
