@@ -269,7 +269,7 @@ run_script "$DB" "$S4"
 log "round with preemption on, DEBUG2 statement timings (ms, rows, statement):"
 grep -o 'gangsched [a-z]*: [0-9.]* ms, [0-9]* rows: .*' "$S4.err" | sort -t: -k2 -g -r | head -12 | sed 's/^/    /' >&2 || true
 LOAD_RUNNING=$(grep -o 'gangsched load: [0-9.]* ms, [0-9]* rows: SELECT g.id, g.team_id, g.priority' "$S4.err" | awk '{ print $3 }' | head -1)
-LOAD_ALLOCS=$(grep -o 'gangsched load: [0-9.]* ms, [0-9]* rows: SELECT a.job, a.node_id, a.devices' "$S4.err" | awk '{ print $3 }' | head -1)
+LOAD_ALLOCS=$(grep -oE 'gangsched load: [0-9.]* ms, [0-9]* rows: SELECT a.job, a.node_id, a.(devices|first_slice)' "$S4.err" | awk '{ print $3 }' | head -1)
 W_HOLDS=$(grep -o 'gangsched round: [0-9.]* ms, [0-9]* rows: INSERT INTO gangsched.holds' "$S4.err" | awk '{ print $3 }' | head -1)
 W_NOM=$(grep -o 'gangsched round: [0-9.]* ms, [0-9]* rows: WITH n AS (' "$S4.err" | awk '{ print $3 }' | head -1)
 W_VIC=$(grep -o 'gangsched round: [0-9.]* ms, [0-9]* rows: WITH v AS (' "$S4.err" | awk '{ print $3 }' | head -1)

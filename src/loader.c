@@ -915,7 +915,8 @@ load_growable(GsState *st, GsCluster *c, const IdIndex *teams, int *dcap)
 		"  FROM gangsched.gangs g"
 		" WHERE g.min_replicas IS NOT NULL"
 		"   AND g.state OPERATOR(pg_catalog.=) ANY ('{placed,running}'::pg_catalog.text[])"
-		"   AND g.workers OPERATOR(pg_catalog.<) g.max_workers AND g.span IS NULL",
+		"   AND g.workers OPERATOR(pg_catalog.<) g.max_workers AND g.span IS NULL"
+		" ORDER BY g.id",
 		0, NULL, NULL, (DestReceiver *) &r, true, SPI_OK_SELECT);
 	MemoryContextSwitchTo(r.cxt);
 	st->grow = tmp.jobs;
@@ -1059,7 +1060,11 @@ typedef struct RunningEntry
 	GsRunning  *r;
 } RunningEntry;
 
-/* The jobs placed or running (one row each), into st->running; byjob finds them by id. */
+/*
+ * The jobs placed or running (one row each), into st->running in job order
+ * (victim searches then read them in an order the table's physical layout
+ * does not change); byjob finds them by id.
+ */
 static void
 load_running_jobs(GsState *st, const IdIndex *teams, HTAB **byjob)
 {
@@ -1090,7 +1095,8 @@ load_running_jobs(GsState *st, const IdIndex *teams, HTAB **byjob)
 						 (double) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY);
 	appendStringInfoString(&sql,
 		"  FROM gangsched.gangs g"
-		" WHERE g.state OPERATOR(pg_catalog.=) ANY ('{placed,running}'::pg_catalog.text[])");
+		" WHERE g.state OPERATOR(pg_catalog.=) ANY ('{placed,running}'::pg_catalog.text[])"
+		" ORDER BY g.id");
 	/* with las teams the text holds the round's clock: planned each time */
 	(void) gs_spi_exec("load", sql.data, 0, NULL, NULL, NULL, st->las_teams == NULL, SPI_OK_SELECT);
 	st->nrunning = (int) SPI_processed;
@@ -1131,6 +1137,17 @@ load_running_jobs(GsState *st, const IdIndex *teams, HTAB **byjob)
 	}
 }
 
+/* Allocation order within a gang: node, then devices, then slices. */
+static bool
+alloc_before(const GsAlloc *x, const GsAlloc *y)
+{
+	if (x->node != y->node)
+		return x->node < y->node;
+	if (x->devmask != y->devmask)
+		return x->devmask < y->devmask;
+	return x->first_slice < y->first_slice;
+}
+
 /*
  * Every current allocation, matched to the jobs above in C: no join for
  * the planner to get wrong when statistics lag behind a big round.
@@ -1140,8 +1157,9 @@ load_running_allocs(GsCluster *c, const IdIndex *nodes, HTAB *byjob)
 {
 	int			i;
 
-	run("SELECT a.job, a.node_id, a.devices, a.first_slice, a.slices,"
-		"       a.cpus::pg_catalog.float8, a.mem_gb::pg_catalog.float8, a.net_gbps::pg_catalog.float8"
+	/* the array last: the fixed-width columns before it are read at cached offsets */
+	run("SELECT a.job, a.node_id, a.first_slice, a.slices,"
+		"       a.cpus::pg_catalog.float8, a.mem_gb::pg_catalog.float8, a.net_gbps::pg_catalog.float8, a.devices"
 		"  FROM gangsched.allocations a WHERE pg_catalog.upper_inf(a.during)", SPI_OK_SELECT);
 	for (i = 0; i < (int) SPI_processed; i++)
 	{
@@ -1165,18 +1183,26 @@ load_running_allocs(GsCluster *c, const IdIndex *nodes, HTAB *byjob)
 		a->node = id_lookup(nodes, col_int(i, 2, 0));
 		if (a->node >= 0)
 			r->pool = c->nodes[a->node].pool;
-		arr = DatumGetArrayTypeP(col(i, 3, &isnull));
+		arr = DatumGetArrayTypeP(col(i, 8, &isnull));
 		nd = ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
 		devs = (int32 *) ARR_DATA_PTR(arr);
 		a->devmask = 0;
 		for (d = 0; d < nd; d++)
 			if (devs[d] >= 0 && devs[d] < GS_MAX_GPUS)
 				a->devmask |= UINT64_C(1) << devs[d];
-		a->first_slice = (int16_t) col_int(i, 4, 0);
-		a->nslices = (int16_t) col_int(i, 5, 0);
-		a->cpus = col_float(i, 6, 0);
-		a->mem = col_float(i, 7, 0);
-		a->net = col_float(i, 8, 0);
+		a->first_slice = (int16_t) col_int(i, 3, 0);
+		a->nslices = (int16_t) col_int(i, 4, 0);
+		a->cpus = col_float(i, 5, 0);
+		a->mem = col_float(i, 6, 0);
+		a->net = col_float(i, 7, 0);
+		/* each gang's allocations by node, then devices, however the rows came */
+		for (d = r->nalloc - 1; d > 0 && alloc_before(&r->allocs[d], &r->allocs[d - 1]); d--)
+		{
+			GsAlloc		t = r->allocs[d];
+
+			r->allocs[d] = r->allocs[d - 1];
+			r->allocs[d - 1] = t;
+		}
 	}
 }
 

@@ -78,6 +78,7 @@ typedef struct ShapeCounts
 	int64_t		synced;			/* position in the dirty log */
 	int32_t    *cnt[GS_MAX_DEPTH];
 	int32_t    *wsum[GS_MAX_DEPTH];
+	int32_t		maxcnt[GS_MAX_DEPTH];	/* per depth: at least the largest cnt */
 } ShapeCounts;
 
 #define GS_MAX_SHAPE_COUNTS 512
@@ -90,6 +91,13 @@ struct GsPlacer
 	int32_t    *wsum[GS_MAX_DEPTH];	/* workers per domain, in use now */
 	int32_t    *scnt[GS_MAX_DEPTH];	/* scratch counts (EMPTY mode, overflow) */
 	int32_t    *swsum[GS_MAX_DEPTH];
+	/*
+	 * per depth, at least the largest of cnt[d] (exact after count_units,
+	 * raised as counts grow, not lowered as they fall): a depth where it
+	 * is below the gang's need holds no domain for it
+	 */
+	int32_t    *maxcnt;
+	int32_t		smaxcnt[GS_MAX_DEPTH];
 	int32_t    *freecnt[GS_MAX_DEPTH];	/* saved FREE counts (reservations) */
 	HTAB	   *memo;
 	HTAB	   *counts;			/* ShapeCounts by shape */
@@ -101,6 +109,7 @@ struct GsPlacer
 	int64_t    *replayed;		/* per node: the replay that last recounted it */
 	int64_t    *dom_seen[GS_MAX_DEPTH];	/* per domain: the replay that last recounted it (bookings) */
 	int64_t		replay_id;
+	int32_t    *touched;		/* replay_dirty's nodes, each once */
 	/* the job being placed */
 	GsJob	   *job;
 	UnitKind	kind[GS_MAX_DEPTH];
@@ -197,6 +206,7 @@ gs_placer_create(GsCluster *c)
 		p->cnt[d] = p->scnt[d];
 		p->wsum[d] = p->swsum[d];
 	}
+	p->maxcnt = p->smaxcnt;
 	p->dirty_cap = 1024;
 	p->dirty = palloc(sizeof(int32_t) * p->dirty_cap);
 	p->replayed = palloc0(sizeof(int64_t) * Max(c->nnodes, 1));
@@ -341,6 +351,7 @@ count_units(GsPlacer *p)
 	int			d,
 				i;
 	int			u_node = p->unit[p->kind[L1]];
+	int32_t		mx = 0;
 
 	for (i = 0; i < c->nnodes; i++)
 	{
@@ -348,13 +359,16 @@ count_units(GsPlacer *p)
 
 		p->wsum[L1][i] = w;
 		p->cnt[L1][i] = w / u_node;
+		mx = Max(mx, p->cnt[L1][i]);
 	}
+	p->maxcnt[L1] = mx;
 	for (d = L1 - 1; d >= 0; d--)
 	{
 		int			uc = p->unit[p->kind[d + 1]];
 		int			ud = p->unit[p->kind[d]];
 		GsDomain   *dom = c->dom[d];
 
+		mx = 0;
 		for (i = 0; i < c->ndom[d]; i++)
 		{
 			int64_t		s = 0,
@@ -368,7 +382,9 @@ count_units(GsPlacer *p)
 			}
 			p->cnt[d][i] = (int32_t) Min(s * uc / ud, INT32_MAX);
 			p->wsum[d][i] = (int32_t) Min(w, INT32_MAX);
+			mx = Max(mx, p->cnt[d][i]);
 		}
+		p->maxcnt[d] = mx;
 	}
 }
 
@@ -399,40 +415,58 @@ recount_domain(GsPlacer *p, int d, int i)
 	}
 	p->cnt[d][i] = (int32_t) Min(sum * p->unit[p->kind[d + 1]] / p->unit[p->kind[d]], INT32_MAX);
 	p->wsum[d][i] = (int32_t) Min(ws, INT32_MAX);
-}
-
-/* Recompute one node's counts and its ancestors' from their children. */
-static void
-recount_node(GsPlacer *p, int ni)
-{
-	GsCluster  *c = p->c;
-	int			L1 = p->L1;
-	int			w = node_cap(p, &c->nodes[ni]);
-	int			d;
-
-	p->wsum[L1][ni] = w;
-	p->cnt[L1][ni] = w / p->unit[p->kind[L1]];
-	for (d = L1 - 1; d >= 0; d--)
-		recount_domain(p, d, c->nodes[ni].dom[d]);
+	p->maxcnt[d] = Max(p->maxcnt[d], p->cnt[d][i]);
 }
 
 static void shape_key(const GsJob *j, ShapeKey *k);
 
-/* Bring a shape's cached counts up to date: each node changed since, once. */
+/*
+ * Bring a shape's cached counts up to date: each node changed since, once,
+ * then each of their domains once, bottom-up (a rack of eight changed
+ * nodes is recounted once, not once per node).
+ */
 static void
 replay_dirty(GsPlacer *p, ShapeCounts *sc)
 {
-	int64		k;
+	GsCluster  *c = p->c;
+	int			L1 = p->L1;
+	int			nu = 0,
+				d,
+				k;
+	int64		x;
 
+	if (sc->synced >= p->ndirty)
+		return;
 	p->replay_id++;
-	for (k = sc->synced; k < p->ndirty; k++)
+	if (p->touched == NULL)
+		p->touched = palloc(sizeof(int32_t) * Max(c->nnodes, 1));
+	for (x = sc->synced; x < p->ndirty; x++)
 	{
-		int			ni = p->dirty[k];
+		int			ni = p->dirty[x];
+		int			w;
 
 		if (p->replayed[ni] == p->replay_id)
 			continue;
 		p->replayed[ni] = p->replay_id;
-		recount_node(p, ni);
+		p->touched[nu++] = ni;
+		w = node_cap(p, &c->nodes[ni]);
+		p->wsum[L1][ni] = w;
+		p->cnt[L1][ni] = w / p->unit[p->kind[L1]];
+		p->maxcnt[L1] = Max(p->maxcnt[L1], p->cnt[L1][ni]);
+	}
+	for (d = L1 - 1; d >= 0; d--)
+	{
+		if (p->dom_seen[d] == NULL)
+			p->dom_seen[d] = palloc0(sizeof(int64_t) * Max(c->ndom[d], 1));
+		for (k = 0; k < nu; k++)
+		{
+			int			di = c->nodes[p->touched[k]].dom[d];
+
+			if (p->dom_seen[d][di] == p->replay_id)
+				continue;
+			p->dom_seen[d][di] = p->replay_id;
+			recount_domain(p, d, di);
+		}
 	}
 	sc->synced = p->ndirty;
 }
@@ -452,6 +486,7 @@ counts_alloc(GsPlacer *p, ShapeCounts *sc)
 		p->cnt[d] = sc->cnt[d];
 		p->wsum[d] = sc->wsum[d];
 	}
+	p->maxcnt = sc->maxcnt;
 	p->ncounts++;
 }
 
@@ -465,6 +500,7 @@ counts_point(GsPlacer *p, ShapeCounts *sc)
 		p->cnt[d] = sc->cnt[d];
 		p->wsum[d] = sc->wsum[d];
 	}
+	p->maxcnt = sc->maxcnt;
 }
 
 /*
@@ -509,6 +545,7 @@ counts_from_unbooked(GsPlacer *p, const ShapeKey *key, ShapeCounts *sc)
 		memcpy(sc->cnt[d], base->cnt[d], sizeof(int32_t) * p->c->ndom[d]);
 		memcpy(sc->wsum[d], base->wsum[d], sizeof(int32_t) * p->c->ndom[d]);
 	}
+	memcpy(sc->maxcnt, base->maxcnt, sizeof(sc->maxcnt));
 	counts_point(p, sc);
 	/* the booked nodes it may not use, then each of their domains once, bottom-up */
 	p->replay_id++;
@@ -519,6 +556,7 @@ counts_from_unbooked(GsPlacer *p, const ShapeKey *key, ShapeCounts *sc)
 
 			p->wsum[p->L1][i] = w;
 			p->cnt[p->L1][i] = w / p->unit[p->kind[p->L1]];
+			p->maxcnt[p->L1] = Max(p->maxcnt[p->L1], p->cnt[p->L1][i]);
 		}
 	for (d = p->L1 - 1; d >= 0; d--)
 	{
@@ -579,6 +617,7 @@ counts_for_job(GsPlacer *p)
 		p->cnt[d] = p->scnt[d];
 		p->wsum[d] = p->swsum[d];
 	}
+	p->maxcnt = p->smaxcnt;
 	count_units(p);
 }
 
@@ -617,6 +656,8 @@ choose_gang_domain(GsPlacer *p, int *out_d, int *out_i)
 	bool		any = false;
 
 	/* no pool holds the gang: no domain inside one does either */
+	if (p->maxcnt[0] < gang_need(p, 0))
+		return false;
 	for (i = 0; i < p->c->ndom[0] && !any; i++)
 		any = p->cnt[0][i] >= gang_need(p, 0);
 	if (!any)
@@ -629,6 +670,8 @@ choose_gang_domain(GsPlacer *p, int *out_d, int *out_i)
 		int64_t		bestkey1 = 0,
 					bestkey2 = 0;
 
+		if (p->maxcnt[d] < need)
+			continue;			/* no domain of this depth holds it */
 		for (i = 0; i < p->c->ndom[d]; i++)
 		{
 			int64_t		k1,
@@ -1198,26 +1241,30 @@ gs_model_release(GsPlacer *p, GsRunning *r, bool release)
 	{
 		GsAlloc    *a = &r->allocs[k];
 		GsNode	   *n;
-		int			dv;
+		uint64_t	m;
 		double		sign = release ? 1.0 : -1.0;
 
 		if (a->node < 0)
 			continue;
 		n = &p->c->nodes[a->node];
-		for (dv = 0; dv < n->ngpus; dv++)
-			if (a->devmask & (UINT64_C(1) << dv))
-			{
-				uint8_t		bits = (uint8_t) (((1 << a->nslices) - 1) << a->first_slice);
+		/* the node's free counts (gs_node_recount) kept device by device */
+		for (m = a->devmask & ((n->ngpus >= 64) ? ~UINT64_C(0) : ((UINT64_C(1) << n->ngpus) - 1)); m != 0; m &= m - 1)
+		{
+			int			dv = pg_rightmost_one_pos64(m);
+			uint8_t		bits = (uint8_t) (((1 << a->nslices) - 1) << a->first_slice);
+			uint8_t		was = n->used[dv];
 
-				if (release)
-					n->used[dv] &= (uint8_t) ~bits;
-				else
-					n->used[dv] |= bits;
-			}
+			if (release)
+				n->used[dv] &= (uint8_t) ~bits;
+			else
+				n->used[dv] |= bits;
+			n->free_whole += (n->used[dv] == 0) - (was == 0);
+			n->free_slices += pg_number_of_ones[free_mask(n, dv)] -
+				pg_number_of_ones[(uint8_t) (~was & ((1 << n->slices) - 1))];
+		}
 		n->free_cpus += sign * a->cpus;
 		n->free_mem += sign * a->mem;
 		n->free_net += sign * a->net;
-		gs_node_recount(n);
 		mark_dirty(p, a->node);
 	}
 	r->released = release;

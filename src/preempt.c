@@ -29,9 +29,11 @@
  * Plans are built greedily in victim order — the team with the highest
  * weighted dominant share first (recomputed as its victims are counted out),
  * then lowest priority, then least lost work (GPU-seconds since the last
- * checkpoint plus the restart cost), then newest — over all candidates and
- * over the candidates of each promising topology domain, and from single
- * victims; each plan is then pruned of victims it does not need. The best
+ * checkpoint plus the restart cost), then newest, then job id (a total
+ * order; the running gangs are read in job order, so nothing depends on
+ * the physical order of rows) — over all candidates and over the
+ * candidates of each promising topology domain, and from single victims;
+ * each plan is then pruned of victims it does not need. The best
  * plan: victims from the teams furthest above their share, then the lowest
  * highest priority, then the fewest GPUs freed beyond J's need (stranded),
  * then least lost work, then fewest victims. A search that finds nothing
@@ -53,9 +55,11 @@
  *    the domain) free the most GPUs;
  *  - MAX_SINGLES: this many of the largest candidates are tried as the only
  *    victim (one large gang rather than many small ones);
- *  - MAX_CANDIDATES: running gangs looked at as candidates; beyond it the
- *    rest of the running list is not read (a cluster has fewer gangs than
- *    this many in the benchmarks; a larger one still gets a plan from them).
+ *  - MAX_CANDIDATES: candidates a search builds plans from: the first this
+ *    many in victim order (cmp_cand, a total order ending in job id), not
+ *    the first read, so the choice does not depend on the running list's
+ *    order (a cluster has fewer gangs than this many in the benchmarks; a
+ *    larger one still gets a plan from them).
  */
 #define MAX_DOMAINS_PER_DEPTH 4
 #define MAX_SINGLES 16
@@ -177,6 +181,7 @@ typedef struct Search
 	int		   *jside;			/* the child of that LCA on J's side */
 	int		   *lcad;			/* the LCA's depth, -1 when none */
 	const double *levels;		/* [team][GS_NRES]: each subtree's fair allocation (gs_tree_fair_shares) */
+	const int32 *dom_of;		/* GsPreemptRound.dom_of */
 } Search;
 
 /*
@@ -1037,6 +1042,17 @@ typedef struct Refusals
 	int			reclaim_early;
 } Refusals;
 
+/* search_team_borrows with no victims counted out, once per team and pool (cache: -1 not asked yet) */
+static bool
+borrows_cached(const Search *s, int8 *cache, int t, int pool)
+{
+	int8	   *b = &cache[t * s->c->npools + pool];
+
+	if (*b < 0)
+		*b = (int8) search_team_borrows(s, t, pool, NULL);
+	return *b != 0;
+}
+
 /*
  * Candidates for J (cands, nc returned) and the rests of earlier victims of
  * the round J may use (rest, *nrest); what a rule kept out is counted in *n.
@@ -1054,10 +1070,14 @@ collect_candidates(Search *s, const GsPreemptSettings *set, Cand *cands, GsRunni
 		st->now - j->queued_at < (int64_t) set->fair_delay_s * 1000000;
 	bool		reclaim_early = !j->try_borrowing && set->reclaim_delay_s > 0 &&
 		st->now - j->queued_at < (int64_t) set->reclaim_delay_s * 1000000;
+	int8	   *borrows;
 
 	memset(n, 0, sizeof(*n));
 	*nrest = 0;
-	for (i = 0; i < st->nrunning && nc < MAX_CANDIDATES; i++)
+	/* whether a team borrows in a pool: asked once per team and pool, not per gang */
+	borrows = palloc(sizeof(int8) * Max(s->c->nteams * s->c->npools, 1));
+	memset(borrows, -1, sizeof(int8) * Max(s->c->nteams * s->c->npools, 1));
+	for (i = 0; i < st->nrunning; i++)
 	{
 		GsRunning  *r = &st->running[i];
 
@@ -1079,7 +1099,7 @@ collect_candidates(Search *s, const GsPreemptSettings *set, Cand *cands, GsRunni
 		}
 		else if (j->quota_blocked)
 			continue;			/* its own quota blocks it: only its team's work */
-		else if (!r->borrowed || r->tix < 0 || !search_team_borrows(s, r->tix, r->pool, NULL))
+		else if (!r->borrowed || r->tix < 0 || !borrows_cached(s, borrows, r->tix, r->pool))
 		{
 			n->guaranteed++;
 			continue;
@@ -1127,6 +1147,7 @@ collect_candidates(Search *s, const GsPreemptSettings *set, Cand *cands, GsRunni
 		cands[nc].lcad = (r->tix >= 0 && s->side) ? s->lcad[r->tix] : -1;
 		nc++;
 	}
+	pfree(borrows);
 	return nc;
 }
 
@@ -1183,30 +1204,65 @@ consider(Search *s, Cand *cands, int n, double free_gpus, Plan *best)
 		*best = plan;
 }
 
-/* Single victims that make room alone (one large rather than many small). */
+/*
+ * Single victims that make room alone (one large rather than many small):
+ * the MAX_SINGLES first in cmp_larger's order (a total order), kept in
+ * order as the candidates are read, no sort of them all.
+ */
 static void
 consider_singles(Search *s, const Cand *cands, int nc, double free_gpus, Plan *best)
 {
-	Cand	   *big = palloc(sizeof(Cand) * nc);
-	int			i;
+	Cand		big[MAX_SINGLES];
+	int			nb = 0,
+				i,
+				k;
 
-	memcpy(big, cands, sizeof(Cand) * nc);
-	qsort(big, nc, sizeof(Cand), cmp_larger);
-	for (i = 0; i < nc && i < MAX_SINGLES; i++)
+	for (i = 0; i < nc; i++)
+	{
+		if (nb == MAX_SINGLES && cmp_larger(&cands[i], &big[nb - 1]) >= 0)
+			continue;
+		k = (nb < MAX_SINGLES) ? nb++ : MAX_SINGLES - 1;
+		for (; k > 0 && cmp_larger(&cands[i], &big[k - 1]) < 0; k--)
+			big[k] = big[k - 1];
+		big[k] = cands[i];
+	}
+	for (i = 0; i < nb; i++)
 		consider(s, &big[i], 1, free_gpus, best);
-	pfree(big);
 }
 
-/* Does gang r lie wholly inside domain `dom` of depth d? */
-static bool
-inside_domain(const GsCluster *c, const GsRunning *r, int d, int dom)
+/*
+ * The round's running gangs: at each depth 1..L, the domain that holds the
+ * gang's every allocation, -1 when none does. Victims keep their nodes
+ * through the round, so once per round.
+ */
+static int32 *
+domains_of_running(const GsState *st)
 {
-	int			k;
+	const GsCluster *c = st->cluster;
+	int			nd = c->nlevels + 1,
+				i,
+				d,
+				k;
+	int32	   *out = palloc(sizeof(int32) * nd * Max(st->nrunning, 1));
 
-	for (k = 0; k < r->nalloc; k++)
-		if (c->nodes[r->allocs[k].node].dom[d] != dom)
-			return false;
-	return true;
+	for (i = 0; i < st->nrunning; i++)
+	{
+		const GsRunning *r = &st->running[i];
+		int32	   *o = &out[i * nd];
+
+		for (d = 1; d < nd; d++)
+			o[d] = (r->nalloc > 0 && r->allocs[0].node >= 0) ? c->nodes[r->allocs[0].node].dom[d] : -1;
+		for (k = 1; k < r->nalloc; k++)
+		{
+			const GsNode *n = r->allocs[k].node >= 0 ? &c->nodes[r->allocs[k].node] : NULL;
+
+			for (d = 1; d < nd; d++)
+				if (n == NULL || n->dom[d] != o[d])
+					o[d] = -1;
+		}
+		o[0] = -1;
+	}
+	return out;
 }
 
 /*
@@ -1217,6 +1273,8 @@ static void
 consider_domains(Search *s, const Cand *cands, int nc, double free_gpus, Plan *best)
 {
 	GsCluster  *c = s->c;
+	int		   *domof = palloc(sizeof(int) * Max(nc, 1));	/* the domain of depth d holding candidate i, -1 */
+	Cand	   *sub = palloc(sizeof(Cand) * Max(nc, 1));
 	int			d,
 				i;
 
@@ -1229,17 +1287,16 @@ consider_domains(Search *s, const Cand *cands, int nc, double free_gpus, Plan *b
 		for (i = 0; i < nc; i++)
 		{
 			GsRunning  *r = cands[i].r;
-			int			dom = c->nodes[r->allocs[0].node].dom[d];
 
-			if (inside_domain(c, r, d, dom))
-				gain[dom] += r->gpus_total + 1.0;
+			domof[i] = s->dom_of[(r - s->st->running) * (c->nlevels + 1) + d];
+			if (domof[i] >= 0)
+				gain[domof[i]] += r->gpus_total + 1.0;
 		}
 		for (pick = 0; pick < MAX_DOMAINS_PER_DEPTH; pick++)
 		{
 			int			bi = -1,
 						k,
 						m = 0;
-			Cand	   *sub;
 
 			for (k = 0; k < ndom; k++)
 				if (gain[k] > 0 && (bi < 0 || gain[k] > gain[bi]))
@@ -1247,16 +1304,16 @@ consider_domains(Search *s, const Cand *cands, int nc, double free_gpus, Plan *b
 			if (bi < 0)
 				break;
 			gain[bi] = 0;
-			sub = palloc(sizeof(Cand) * nc);
 			for (i = 0; i < nc; i++)
-				if (inside_domain(c, cands[i].r, d, bi))
+				if (domof[i] == bi)
 					sub[m++] = cands[i];
 			if (m > 0)
 				consider(s, sub, m, free_gpus, best);
-			pfree(sub);
 		}
 		pfree(gain);
 	}
+	pfree(domof);
+	pfree(sub);
 }
 
 /*
@@ -1389,6 +1446,9 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, const GsPreemptSettings *set, GsP
 	s.floor_skips = 0;
 	s.side = s.jside = s.lcad = NULL;
 	s.levels = rd->levels;
+	if (rd->dom_of == NULL)
+		rd->dom_of = domains_of_running(st);
+	s.dom_of = rd->dom_of;
 	if (c->tree)
 		tree_sides(&s);
 	for (i = 0; i < c->npools && i < GS_MAX_POOLS; i++)
@@ -1403,6 +1463,9 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, const GsPreemptSettings *set, GsP
 		j->preempt_refused = refusal_text(&s, &refused);
 		return false;
 	}
+	/* the first MAX_CANDIDATES in victim order, whatever order they were read in */
+	qsort(cands, nc, sizeof(Cand), cmp_cand);
+	nc = Min(nc, MAX_CANDIDATES);
 	/* not enough GPUs even if every candidate left: no search */
 	sum = free_gpus;
 	for (i = 0; i < nc; i++)
@@ -1413,7 +1476,6 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, const GsPreemptSettings *set, GsP
 									  nc, nc == 1 ? "" : "s", sum, jd[GS_GPU]);
 		return false;
 	}
-	qsort(cands, nc, sizeof(Cand), cmp_cand);
 
 	gs_placer_ignore_memo(p, true);
 	for (i = 0; i < nrest; i++)

@@ -35,6 +35,7 @@ typedef struct GsPreemptRound
 	double		fair_level;		/* gs_fair_level() at the round's start */
 	double	   *levels;			/* team trees: [team][GS_NRES] fair allocations (gs_tree_fair_shares) at the round's start, else NULL */
 	int64		probes;			/* placement probes made (for the round's DEBUG1 line) */
+	int32	   *dom_of;			/* per running gang and depth 1..L: the domain holding it whole, -1 (NULL until the first search) */
 } GsPreemptRound;
 
 /*

@@ -654,7 +654,16 @@ write_victims(int64 *v_job, int64 *v_for, char **v_trigger, int nv, TimestampTz 
 			  "  INSERT INTO gangsched.events (at, kind, job, team_id, reason, detail)"
 			  "  SELECT $4, 'preempting', v.id, v.team_id, v.reason,"
 			  "         pg_catalog.jsonb_build_object('for', v.pfor, 'deadline', v.preempt_deadline)"
-			  "    FROM v RETURNING 1)"
+			  "    FROM v RETURNING 1),"
+	/*
+	 * gangsched_preemptions_total counted here, one row per team, not by
+	 * the events' row trigger (75_metrics.sql: 'preempting' events are
+	 * written only by this statement)
+	 */
+			  " m AS ("
+			  "  INSERT INTO gangsched.metric_deltas (name, team_id, label, value)"
+			  "  SELECT 'preemptions', COALESCE(v.team_id, 0), '', pg_catalog.count(*)::pg_catalog.float8"
+			  "    FROM v GROUP BY v.team_id RETURNING 1)"
 			  "SELECT pg_catalog.count(pg_catalog.pg_notify("
 			  "           'gangsched_node_' OPERATOR(pg_catalog.||) a.node_id,"
 			  "           pg_catalog.json_build_object('event', 'preempt', 'job', v.id,"

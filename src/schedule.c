@@ -571,9 +571,9 @@ grow_one(Round *rd, GsJob *g)
  * gangs below their maximum take the capacity still free (not kept by
  * the starvation guard, not held for a nominated job), one replica at a
  * time, each to the gang whose team has the lowest dominant share now
- * (then higher priority, then older): the fair order, recomputed after
- * each replica. Without backfill, only when no job is left waiting (the
- * queue's order is strict then).
+ * (then higher priority, then older, then job id): the fair order,
+ * recomputed after each replica. Without backfill, only when no job is
+ * left waiting (the queue's order is strict then).
  */
 static void
 grow_elastic(Round *rd)
@@ -610,7 +610,9 @@ grow_elastic(Round *rd)
 			if (best < 0 || ds < bestds - GS_SHARE_EPS ||
 				(ds <= bestds + GS_SHARE_EPS &&
 				 (g->priority > st->grow[best].priority ||
-				  (g->priority == st->grow[best].priority && g->queue_pos < st->grow[best].queue_pos))))
+				  (g->priority == st->grow[best].priority &&
+				   (g->queue_pos < st->grow[best].queue_pos ||
+					(g->queue_pos == st->grow[best].queue_pos && g->id < st->grow[best].id))))))
 			{
 				best = i;
 				bestds = ds;

@@ -189,6 +189,10 @@ CREATE INDEX gangs_live_idx ON gangsched.gangs (state, priority DESC, queue_pos)
     INCLUDE (team_id, workers, gpus, queued_at)
     WHERE state IN ('pending', 'nominated', 'placed', 'running', 'preempting');
 CREATE INDEX gangs_team_idx ON gangsched.gangs (team_id, state);
+-- The gangs holding capacity, in job order: the round's victim candidates
+-- (src/loader.c reads them ORDER BY id, so victim searches do not depend on
+-- the table's physical order) without a scan of every finished job.
+CREATE INDEX gangs_held_idx ON gangsched.gangs (id) WHERE state IN ('placed', 'running');
 
 /* ------------------------------------------------------------------ */
 /* Allocations                                                         */

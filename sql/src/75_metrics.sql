@@ -82,7 +82,9 @@ $$;
 -- 'placed' in the round (src/round.c adds up the rows its placement
 -- statement returns and writes one row per team and counter) and in
 -- _place_ready_nominated (67_preemption.sql; this trigger cost a round
--- about 40 us per job placed).
+-- about 40 us per job placed); 'preempting' is written only by the round's
+-- victims statement (src/round.c), which counts its victims per team itself
+-- (the trigger cost bench/preempt.sh's round of 298 victims about 9 ms).
 CREATE FUNCTION gangsched._count_event() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -106,7 +108,7 @@ END $$;
 
 CREATE TRIGGER events_counted
     AFTER INSERT ON gangsched.events
-    FOR EACH ROW WHEN (NEW.kind IN ('finished', 'failed', 'cancelled', 'expired', 'preempting', 'requeued'))
+    FOR EACH ROW WHEN (NEW.kind IN ('finished', 'failed', 'cancelled', 'expired', 'requeued'))
     EXECUTE FUNCTION gangsched._count_event();
 
 -- Fold the deltas into the counters: the worker after each round, in its

@@ -8330,3 +8330,13 @@ BEGIN
          WHERE c.team_id = tid;
     END IF;
 END $$;
+
+-- ==== pre12c: victim selection in job order, victims counted by the round (issue 12) ====
+-- The gangs holding capacity in job order (src/loader.c loads them ORDER BY id).
+CREATE INDEX gangs_held_idx ON gangsched.gangs (id) WHERE state IN ('placed', 'running');
+-- 'preempting' events are counted by the round's victims statement (src/round.c).
+DROP TRIGGER events_counted ON gangsched.events;
+CREATE TRIGGER events_counted
+    AFTER INSERT ON gangsched.events
+    FOR EACH ROW WHEN (NEW.kind IN ('finished', 'failed', 'cancelled', 'expired', 'requeued'))
+    EXECUTE FUNCTION gangsched._count_event();
