@@ -694,12 +694,33 @@ load_usage(GsCluster *c, const IdIndex *nodes, const IdIndex *teams)
 }
 
 /*
+ * The open allocations that are leaving, with the job they leave for
+ * (pfor): those of victims told to stop (preempting, not for a time limit)
+ * and the released workers of shrinking elastic gangs (docs/elastic.md).
+ */
+#define LEAVING_ALLOCS \
+	"SELECT g.preempted_for AS pfor, a.node_id, a.team_id, a.gpus, a.cpus, a.mem_gb, a.net_gbps" \
+	"  FROM gangsched.gangs g" \
+	"  JOIN gangsched.allocations a" \
+	"    ON a.job OPERATOR(pg_catalog.=) g.id AND pg_catalog.upper_inf(a.during)" \
+	" WHERE g.state OPERATOR(pg_catalog.=) 'preempting' AND g.preempted_for IS NOT NULL" \
+	" UNION ALL" \
+	" SELECT g.shrink_for, a.node_id, a.team_id, a.gpus, a.cpus, a.mem_gb, a.net_gbps" \
+	"  FROM gangsched.gangs g" \
+	"  JOIN gangsched.allocations a" \
+	"    ON a.job OPERATOR(pg_catalog.=) g.id AND pg_catalog.upper_inf(a.during)" \
+	"   AND a.worker OPERATOR(pg_catalog.>=) g.shrink_to" \
+	" WHERE g.shrink_for IS NOT NULL"
+
+/*
  * Victims told to stop are leaving: their capacity is held for their
  * preemptors already (holds, counted above), so they no longer count in
  * their team's, quota's or pool's use. Every round thus sees the same
  * shares whether a victim has released yet or not (docs/preemption.md).
  * Their nodes' free host resources still count them until they go. Jobs
  * stopped for their time limit (no preemptor, 72_time.sql) still count.
+ * A shrinking gang's released workers leave the same way (their capacity
+ * is held for its preemptor too).
  */
 static void
 load_leaving(GsCluster *c, const IdIndex *nodes, const IdIndex *teams)
@@ -709,11 +730,7 @@ load_leaving(GsCluster *c, const IdIndex *nodes, const IdIndex *teams)
 	run("SELECT a.node_id, a.team_id,"
 		"       pg_catalog.sum(a.gpus)::pg_catalog.float8, pg_catalog.sum(a.cpus)::pg_catalog.float8,"
 		"       pg_catalog.sum(a.mem_gb)::pg_catalog.float8, pg_catalog.sum(a.net_gbps)::pg_catalog.float8"
-		"  FROM gangsched.gangs g"
-		"  JOIN gangsched.allocations a"
-		"    ON a.job OPERATOR(pg_catalog.=) g.id AND pg_catalog.upper_inf(a.during)"
-		" WHERE (g.state OPERATOR(pg_catalog.=) 'preempting' AND g.preempted_for IS NOT NULL)"
-		"    OR a.worker OPERATOR(pg_catalog.>=) g.shrink_to"
+		"  FROM (" LEAVING_ALLOCS ") a"
 		" GROUP BY a.node_id, a.team_id", SPI_OK_SELECT);
 	for (i = 0; i < (int) SPI_processed; i++)
 	{
@@ -742,13 +759,9 @@ load_hold_overlap(GsCluster *c, const IdIndex *nodes)
 		"  FROM (SELECT job, node_id, pg_catalog.sum(cpus) AS cpus, pg_catalog.sum(mem_gb) AS mem,"
 		"               pg_catalog.sum(net_gbps) AS net"
 		"          FROM gangsched.holds GROUP BY job, node_id) h"
-		"  JOIN (SELECT COALESCE(g.shrink_for, g.preempted_for) AS job, a.node_id, pg_catalog.sum(a.cpus) AS cpus,"
+		"  JOIN (SELECT a.pfor AS job, a.node_id, pg_catalog.sum(a.cpus) AS cpus,"
 		"               pg_catalog.sum(a.mem_gb) AS mem, pg_catalog.sum(a.net_gbps) AS net"
-		"          FROM gangsched.gangs g"
-		"          JOIN gangsched.allocations a"
-		"            ON a.job OPERATOR(pg_catalog.=) g.id AND pg_catalog.upper_inf(a.during)"
-		"         WHERE (g.state OPERATOR(pg_catalog.=) 'preempting' AND g.preempted_for IS NOT NULL)"
-		"            OR a.worker OPERATOR(pg_catalog.>=) g.shrink_to"
+		"          FROM (" LEAVING_ALLOCS ") a"
 		"         GROUP BY 1, a.node_id) v"
 		"    ON v.job OPERATOR(pg_catalog.=) h.job AND v.node_id OPERATOR(pg_catalog.=) h.node_id"
 		" GROUP BY h.node_id", SPI_OK_SELECT);
