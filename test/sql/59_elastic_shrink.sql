@@ -222,5 +222,31 @@ RESET ROLE;
 SELECT * FROM gangsched.check_invariants();
 SELECT pg_temp.clear();
 
+/* ------------------------------------------------------------------ */
+/* 6. one shrink at a time                                             */
+/* ------------------------------------------------------------------ */
+-- two higher-priority jobs of one node each in one round: the first takes a
+-- replica of el6; the second may not shrink it further in that round, nor
+-- while the shrink is pending; once it completed, the next round shrinks it
+-- again
+SET gangsched.clock_override = '2030-01-01 10:00:00+00';
+SELECT gangsched.submit('a', 4, 8, min_replicas => 1, name => 'el6') AS el6 \gset
+SELECT placed FROM gangsched.run_round();
+SELECT pg_temp.start(:el6);
+SET gangsched.clock_override = '2030-01-01 11:00:00+00';
+SELECT gangsched.submit('a', 1, 8, priority => 5, name => 'q1') AS q1 \gset
+SELECT gangsched.submit('a', 1, 8, priority => 5, name => 'q2') AS q2 \gset
+SELECT placed, preempted FROM gangsched.run_round();
+SELECT * FROM pg_temp.shrinks();
+SELECT placed, preempted FROM gangsched.run_round();
+SELECT * FROM pg_temp.shrinks();
+SET ROLE gs59s_n4;
+SELECT gangsched.workers_released('n4', :el6);
+RESET ROLE;
+SELECT placed, preempted FROM gangsched.run_round();
+SELECT * FROM pg_temp.shrinks();
+SELECT * FROM gangsched.check_invariants();
+SELECT pg_temp.clear();
+
 DROP EXTENSION gangsched CASCADE;
 DROP ROLE gs59s_n2, gs59s_n4;
