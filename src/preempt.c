@@ -25,10 +25,11 @@
  * above its minimum, highest-numbered first, then the gang's own entry with
  * its minimum; an entry is taken only after the one before it, so a plan
  * takes a prefix of the chain (a shrink, whose lost work is that of the
- * replicas taken) or all of it (the gang preempted whole). A plan is a set of victims such that their
- * capacity plus what is free is a valid placement for J (checked by placing
- * J on the model with the victims virtually released: shape, spans,
- * locality, slices and host resources all count). What an earlier
+ * replicas taken) or all of it (the gang preempted whole). A plan is a set
+ * of victims such that their capacity plus what is free is a valid
+ * placement for J (checked by placing J on the model with the victims
+ * virtually released: shape, spans, locality, slices and host resources
+ * all count). What an earlier
  * preemptor of the round left of its victims (whole devices and host
  * resources it does not take over) counts as free for J, which then waits
  * for those victims too: a round chooses no victim it does not need.
