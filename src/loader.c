@@ -26,6 +26,7 @@
 #include "las.h"
 #include "loader.h"
 #include "placement.h"
+#include "preempt.h"
 #include "spi.h"
 #include "tenancy.h"
 
@@ -693,12 +694,33 @@ load_usage(GsCluster *c, const IdIndex *nodes, const IdIndex *teams)
 }
 
 /*
+ * The open allocations that are leaving, with the job they leave for
+ * (pfor): those of victims told to stop (preempting, not for a time limit)
+ * and the released workers of shrinking elastic gangs (docs/elastic.md).
+ */
+#define LEAVING_ALLOCS \
+	"SELECT g.preempted_for AS pfor, a.node_id, a.team_id, a.gpus, a.cpus, a.mem_gb, a.net_gbps" \
+	"  FROM gangsched.gangs g" \
+	"  JOIN gangsched.allocations a" \
+	"    ON a.job OPERATOR(pg_catalog.=) g.id AND pg_catalog.upper_inf(a.during)" \
+	" WHERE g.state OPERATOR(pg_catalog.=) 'preempting' AND g.preempted_for IS NOT NULL" \
+	" UNION ALL" \
+	" SELECT g.shrink_for, a.node_id, a.team_id, a.gpus, a.cpus, a.mem_gb, a.net_gbps" \
+	"  FROM gangsched.gangs g" \
+	"  JOIN gangsched.allocations a" \
+	"    ON a.job OPERATOR(pg_catalog.=) g.id AND pg_catalog.upper_inf(a.during)" \
+	"   AND a.worker OPERATOR(pg_catalog.>=) g.shrink_to" \
+	" WHERE g.shrink_for IS NOT NULL"
+
+/*
  * Victims told to stop are leaving: their capacity is held for their
  * preemptors already (holds, counted above), so they no longer count in
  * their team's, quota's or pool's use. Every round thus sees the same
  * shares whether a victim has released yet or not (docs/preemption.md).
  * Their nodes' free host resources still count them until they go. Jobs
  * stopped for their time limit (no preemptor, 72_time.sql) still count.
+ * A shrinking gang's released workers leave the same way (their capacity
+ * is held for its preemptor too).
  */
 static void
 load_leaving(GsCluster *c, const IdIndex *nodes, const IdIndex *teams)
@@ -708,10 +730,7 @@ load_leaving(GsCluster *c, const IdIndex *nodes, const IdIndex *teams)
 	run("SELECT a.node_id, a.team_id,"
 		"       pg_catalog.sum(a.gpus)::pg_catalog.float8, pg_catalog.sum(a.cpus)::pg_catalog.float8,"
 		"       pg_catalog.sum(a.mem_gb)::pg_catalog.float8, pg_catalog.sum(a.net_gbps)::pg_catalog.float8"
-		"  FROM gangsched.gangs g"
-		"  JOIN gangsched.allocations a"
-		"    ON a.job OPERATOR(pg_catalog.=) g.id AND pg_catalog.upper_inf(a.during)"
-		" WHERE g.state OPERATOR(pg_catalog.=) 'preempting' AND g.preempted_for IS NOT NULL"
+		"  FROM (" LEAVING_ALLOCS ") a"
 		" GROUP BY a.node_id, a.team_id", SPI_OK_SELECT);
 	for (i = 0; i < (int) SPI_processed; i++)
 	{
@@ -740,13 +759,10 @@ load_hold_overlap(GsCluster *c, const IdIndex *nodes)
 		"  FROM (SELECT job, node_id, pg_catalog.sum(cpus) AS cpus, pg_catalog.sum(mem_gb) AS mem,"
 		"               pg_catalog.sum(net_gbps) AS net"
 		"          FROM gangsched.holds GROUP BY job, node_id) h"
-		"  JOIN (SELECT g.preempted_for AS job, a.node_id, pg_catalog.sum(a.cpus) AS cpus,"
+		"  JOIN (SELECT a.pfor AS job, a.node_id, pg_catalog.sum(a.cpus) AS cpus,"
 		"               pg_catalog.sum(a.mem_gb) AS mem, pg_catalog.sum(a.net_gbps) AS net"
-		"          FROM gangsched.gangs g"
-		"          JOIN gangsched.allocations a"
-		"            ON a.job OPERATOR(pg_catalog.=) g.id AND pg_catalog.upper_inf(a.during)"
-		"         WHERE g.state OPERATOR(pg_catalog.=) 'preempting' AND g.preempted_for IS NOT NULL"
-		"         GROUP BY g.preempted_for, a.node_id) v"
+		"          FROM (" LEAVING_ALLOCS ") a"
+		"         GROUP BY 1, a.node_id) v"
 		"    ON v.job OPERATOR(pg_catalog.=) h.job AND v.node_id OPERATOR(pg_catalog.=) h.node_id"
 		" GROUP BY h.node_id", SPI_OK_SELECT);
 	for (i = 0; i < (int) SPI_processed; i++)
@@ -916,6 +932,7 @@ load_growable(GsState *st, GsCluster *c, const IdIndex *teams, int *dcap)
 		" WHERE g.min_replicas IS NOT NULL"
 		"   AND g.state OPERATOR(pg_catalog.=) ANY ('{placed,running}'::pg_catalog.text[])"
 		"   AND g.workers OPERATOR(pg_catalog.<) g.max_workers AND g.span IS NULL"
+		"   AND g.shrink_to IS NULL"
 		" ORDER BY g.id",
 		0, NULL, NULL, (DestReceiver *) &r, true, SPI_OK_SELECT);
 	MemoryContextSwitchTo(r.cxt);
@@ -1081,7 +1098,10 @@ load_running_jobs(GsState *st, const IdIndex *teams, HTAB **byjob)
 		"       g.f_gpus OPERATOR(pg_catalog.*) g.workers, g.f_cpus OPERATOR(pg_catalog.*) g.workers,"
 		"       g.f_mem_gb OPERATOR(pg_catalog.*) g.workers, g.f_net_gbps OPERATOR(pg_catalog.*) g.workers,"
 		"       g.workers, pg_catalog.date_part('epoch', g.time_limit),"
-		"       CASE WHEN g.time_limit IS NOT NULL THEN pg_catalog.date_part('epoch', g.grace) END, g.placed_at");
+		"       CASE WHEN g.time_limit IS NOT NULL THEN pg_catalog.date_part('epoch', g.grace) END, g.placed_at,"
+		"       g.min_replicas OPERATOR(pg_catalog.*) g.group_size OPERATOR(pg_catalog.*) g.stages,"
+		"       g.group_size OPERATOR(pg_catalog.*) g.stages, g.state OPERATOR(pg_catalog.=) 'running',"
+		"       g.shrink_to IS NOT NULL");
 	/* las teams' jobs: GPU-seconds held so far, the open allocations up to the round's clock */
 	if (st->las_teams != NULL)
 		appendStringInfo(&sql,
@@ -1127,9 +1147,14 @@ load_running_jobs(GsState *st, const IdIndex *teams, HTAB **byjob)
 		r->las_queue = -1;
 		if (st->las_teams != NULL && r->tix >= 0 && c->teams[r->tix].las)
 		{
-			r->attained = Max(col_float(i, 17, 0), 0);
+			r->attained = Max(col_float(i, 21, 0), 0);
 			r->las_queue = (int16_t) gs_las_queue_of(r->attained);
 		}
+		r->workers = col_int(i, 13, 1);
+		r->min_workers = col_null(i, 17) ? 0 : col_int(i, 17, 0);
+		r->unit = Max(col_int(i, 18, 1), 1);
+		r->running = col_bool(i, 19);
+		r->shrinking = col_bool(i, 20);
 		r->allocs = palloc0(sizeof(GsAlloc) * r->nalloc_cap);
 		r->pool = -1;
 		e = hash_search(*byjob, &r->id, HASH_ENTER, &found);
@@ -1159,7 +1184,8 @@ load_running_allocs(GsCluster *c, const IdIndex *nodes, HTAB *byjob)
 
 	/* the array last: the fixed-width columns before it are read at cached offsets */
 	run("SELECT a.job, a.node_id, a.first_slice, a.slices,"
-		"       a.cpus::pg_catalog.float8, a.mem_gb::pg_catalog.float8, a.net_gbps::pg_catalog.float8, a.devices"
+		"       a.cpus::pg_catalog.float8, a.mem_gb::pg_catalog.float8, a.net_gbps::pg_catalog.float8, a.worker,"
+		"       a.devices"
 		"  FROM gangsched.allocations a WHERE pg_catalog.upper_inf(a.during)", SPI_OK_SELECT);
 	for (i = 0; i < (int) SPI_processed; i++)
 	{
@@ -1183,7 +1209,7 @@ load_running_allocs(GsCluster *c, const IdIndex *nodes, HTAB *byjob)
 		a->node = id_lookup(nodes, col_int(i, 2, 0));
 		if (a->node >= 0)
 			r->pool = c->nodes[a->node].pool;
-		arr = DatumGetArrayTypeP(col(i, 8, &isnull));
+		arr = DatumGetArrayTypeP(col(i, 9, &isnull));
 		nd = ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
 		devs = (int32 *) ARR_DATA_PTR(arr);
 		a->devmask = 0;
@@ -1195,6 +1221,7 @@ load_running_allocs(GsCluster *c, const IdIndex *nodes, HTAB *byjob)
 		a->cpus = col_float(i, 5, 0);
 		a->mem = col_float(i, 6, 0);
 		a->net = col_float(i, 7, 0);
+		a->worker = col_int(i, 8, 0);
 		/* each gang's allocations by node, then devices, however the rows came */
 		for (d = r->nalloc - 1; d > 0 && alloc_before(&r->allocs[d], &r->allocs[d - 1]); d--)
 		{
@@ -1225,6 +1252,8 @@ gs_load_running(GsState *st)
 	teams = team_index(st->cluster);
 	load_running_jobs(st, &teams, &byjob);
 	load_running_allocs(st->cluster, &nodes, byjob);
+	/* elastic gangs above their minimum: their replicas may be victims alone */
+	gs_split_elastic(st);
 }
 
 /* ---- team_shares.fair_share: H-DRF over the tree (SQL) ------------------ */
