@@ -352,6 +352,8 @@ job_launch(Job *j, const WorkerSpec *specs, const char *command, const char *nod
 		agent_log(LOG_ERROR, "job %" PRId64 ": could not create \"%s\": %s", j->id, ckpt_dir, strerror(errno));
 		ckpt_dir[0] = '\0';
 	}
+	if (j->nworkers > 0)
+		j->world_size = specs[0].world_size;
 	for (i = 0; i < j->nworkers; i++)
 	{
 		Worker	   *w = &j->w[i];
@@ -597,6 +599,31 @@ job_new(int64_t id, int64_t placed_us, bool rank0_here, int nworkers)
 	return j;
 }
 
+/*
+ * Make room for nworkers new workers in j's record (for a restart at a new
+ * size): the old workers must all have exited; their exit files go.
+ */
+void
+job_reset_workers(Job *j, int nworkers)
+{
+	char		path[PATH_MAX];
+	int			i;
+
+	for (i = 0; i < j->nworkers; i++)
+	{
+		exit_file(path, sizeof(path), j->id, j->placed_us, j->w[i].rank);
+		unlink(path);
+	}
+	free(j->w);
+	j->w = NULL;
+	j->nworkers = nworkers;
+	if (nworkers > 0 && (j->w = calloc(nworkers, sizeof(Worker))) == NULL)
+	{
+		agent_log(LOG_ERROR, "out of memory");
+		exit(1);
+	}
+}
+
 /* Drop a job's record and its files (its workers must be gone). */
 void
 job_forget(Job *j)
@@ -632,9 +659,11 @@ job_save(const Job *j)
 
 	state_file(path, sizeof(path), j->id, j->placed_us);
 	off = snprintf(text, sizeof(text),
-				   "job %" PRId64 "\nplaced %" PRId64 "\nrank0 %d\nstarted %d\nstopping %d\nkilled %d\nreported %d\nworkers %d\n",
+				   "job %" PRId64 "\nplaced %" PRId64 "\nrank0 %d\nstarted %d\nstopping %d\nkilled %d\nreported %d\n"
+				   "world %d\nrestarting %d\nrestart_kill_at %.3f\nrestart_killed %d\nworkers %d\n",
 				   j->id, j->placed_us, j->rank0_here, j->start_reported, j->stopping, j->killed,
-				   j->reported, j->nworkers);
+				   j->reported, j->world_size, j->restarting, j->restart_kill_at, j->restart_killed,
+				   j->nworkers);
 	for (i = 0; i < j->nworkers && off < sizeof(text); i++)
 		off += snprintf(text + off, sizeof(text) - off, "worker %d %d %d %llu %d\n",
 						j->w[i].rank, j->w[i].local_rank, (int) j->w[i].sup_pid,
@@ -655,8 +684,12 @@ job_load(const char *path)
 				stopping = 0,
 				killed = 0,
 				reported = 0,
+				world = 0,
+				restarting = 0,
+				restart_killed = 0,
 				n = -1,
 				got = 0;
+	double		restart_kill_at = 0;
 	Job		   *j = NULL;
 
 	if (f == NULL)
@@ -675,7 +708,11 @@ job_load(const char *path)
 			sscanf(line, "started %d", &started) == 1 ||
 			sscanf(line, "stopping %d", &stopping) == 1 ||
 			sscanf(line, "killed %d", &killed) == 1 ||
-			sscanf(line, "reported %d", &reported) == 1)
+			sscanf(line, "reported %d", &reported) == 1 ||
+			sscanf(line, "world %d", &world) == 1 ||
+			sscanf(line, "restarting %d", &restarting) == 1 ||
+			sscanf(line, "restart_kill_at %lf", &restart_kill_at) == 1 ||
+			sscanf(line, "restart_killed %d", &restart_killed) == 1)
 			continue;
 		if (sscanf(line, "workers %d", &n) == 1)
 		{
@@ -714,6 +751,10 @@ job_load(const char *path)
 	j->stopping = stopping;
 	j->killed = killed;
 	j->reported = reported;
+	j->world_size = world;
+	j->restarting = restarting;
+	j->restart_kill_at = restart_kill_at;
+	j->restart_killed = restart_killed;
 	return j;
 }
 
