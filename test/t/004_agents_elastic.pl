@@ -230,9 +230,19 @@ ok( wait_for(
 # -------------------------------------------------------------------------
 my @old_pids = trainer_pids($e, 0, 1);
 my $log_from = length(trainer_log($e));
+my $alog = length(agent_log($en));
 sql("SELECT gangsched.cancel($y)");
 ok(poll_until("SELECT state || ' ' || workers FROM gangsched.jobs WHERE job = $e", 'running 4', 20),
 	'the elastic job grew to 4 workers');
+# the trainers take a second to stop (TRAINER_STOP_DELAY): the agent is
+# killed and started again meanwhile, and finishes the restart
+ok( wait_for(sub { substr(agent_log($en), $alog) =~ /job $e: resized \(world size 2 -> 4, 2 -> 4 workers here\)/ }, 20,
+		'the restart'),
+	'the agent stops the two workers to restart them at world size 4');
+stop_agent($en, 'KILL');
+is(alive(@old_pids), 2, 'the agent is killed while they checkpoint');
+$alog = length(agent_log($en));
+start_agent($en);
 is(sql("SELECT string_agg(worker || '\@' || node, ',' ORDER BY worker) FROM gangsched.placements WHERE job = $e"),
 	"0\@$en,1\@$en,2\@$en,3\@$en", "its four workers on $en");
 is(sql("SELECT count(*) FROM gangsched.events WHERE job = $e AND kind = 'grown'"), '1', "a 'grown' event");
@@ -250,7 +260,8 @@ is(alive(@old_pids), 0, 'the trainers of world size 2 are gone');
 is(alive(trainer_pids($e, 0 .. 3)), 4, 'the four new ones run');
 like($since, qr/rank=3 .* env gangsched_rank=3 gangsched_world_size=4 /, 'GANGSCHED_WORLD_SIZE is 4');
 is(sql("SELECT state FROM gangsched.jobs WHERE job = $e"), 'running', 'the job stayed running throughout');
-like(agent_log($en), qr/job $e: resized \(world size 2 -> 4, 2 -> 4 workers here\)/, 'the agent logged the restart');
+like(substr(agent_log($en), $alog), qr/job $e: local workers stopped; starting 4 of its 4 workers at world size 4/,
+	'the restarted agent started them');
 is(sql('SELECT count(*) FROM gangsched.check_invariants()'), '0', 'invariants hold after the grow');
 
 # -------------------------------------------------------------------------
@@ -261,7 +272,7 @@ ok(wait_for(sub { my $f = "$workdir/$e/progress"; return slurp_file($f) > ($ckpt
 my @pids4 = trainer_pids($e, 0 .. 3);
 my $starts = count_lines(trainer_log($e), qr/ start step=/);
 stop_agent($en, 'KILL');
-my $alog = length(agent_log($en));
+$alog = length(agent_log($en));
 start_agent($en);
 ok( wait_for(
 		sub { substr(agent_log($en), $alog) =~ /job $e: found 4 of its 4 local workers still running/ },
