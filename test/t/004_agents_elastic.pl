@@ -207,7 +207,7 @@ ok(poll_until("SELECT state || ' ' || (SELECT string_agg(DISTINCT node, ',') FRO
 # -------------------------------------------------------------------------
 my $e = sql(
 	"SELECT gangsched.submit('e', 4, 1, name => 'e-elastic', min_replicas => 2,
-	                         command => 'export TRAINER_STOP_DELAY=1; exec sh $trainer 100000 0.1')");
+	                         command => 'export TRAINER_STOP_DELAY=3; exec sh $trainer 100000 0.1')");
 ok(poll_until("SELECT state || ' ' || workers FROM gangsched.jobs WHERE job = $e", 'running 2', 20),
 	'the elastic job runs at its minimum, 2 workers');
 is(sql("SELECT string_agg(DISTINCT node, ',') FROM gangsched.placements WHERE job = $e"), $en, "on $en");
@@ -234,7 +234,7 @@ my $alog = length(agent_log($en));
 sql("SELECT gangsched.cancel($y)");
 ok(poll_until("SELECT state || ' ' || workers FROM gangsched.jobs WHERE job = $e", 'running 4', 20),
 	'the elastic job grew to 4 workers');
-# the trainers take a second to stop (TRAINER_STOP_DELAY): the agent is
+# the trainers take 3 seconds to stop (TRAINER_STOP_DELAY): the agent is
 # killed and started again meanwhile, and finishes the restart
 ok( wait_for(sub { substr(agent_log($en), $alog) =~ /job $e: resized \(world size 2 -> 4, 2 -> 4 workers here\)/ }, 20,
 		'the restart'),
@@ -258,7 +258,8 @@ is(join(',', map { $since =~ /rank=$_ .* start step=(\d+) world=4 local_rank=$_ 
 	'ranks 0..3 (local ranks 0..3) all resumed from the checkpointed step');
 is(alive(@old_pids), 0, 'the trainers of world size 2 are gone');
 is(alive(trainer_pids($e, 0 .. 3)), 4, 'the four new ones run');
-like($since, qr/rank=3 .* env gangsched_rank=3 gangsched_world_size=4 /, 'GANGSCHED_WORLD_SIZE is 4');
+ok(wait_for(sub { trainer_since($e, $log_from) =~ /rank=3 .* env gangsched_rank=3 gangsched_world_size=4 / }, 10, 'env'),
+	'GANGSCHED_WORLD_SIZE is 4');
 is(sql("SELECT state FROM gangsched.jobs WHERE job = $e"), 'running', 'the job stayed running throughout');
 like(substr(agent_log($en), $alog), qr/job $e: local workers stopped; starting 4 of its 4 workers at world size 4/,
 	'the restarted agent started them');
@@ -291,7 +292,7 @@ is(alive(@pids4), 4, 'the same four trainers run');
 my $log2 = length(trainer_log($e));
 my @released = trainer_pids($e, 2, 3);
 $alog = length(agent_log($en));
-my $p = sql("SELECT gangsched.submit('p', 2, 1, name => 'p-reclaim', command => 'exec sh $trainer 30 0.1')");
+my $p = sql("SELECT gangsched.submit('p', 2, 1, name => 'p-reclaim', command => 'exec sh $trainer 100000 0.1')");
 ok( wait_for(sub { substr(agent_log($en), $alog) =~ /job $e: shrinking: workers released \(world size 4 -> 2, 4 -> 2 workers here\)/ },
 		20, 'the shrink'),
 	'the agent stops the four workers to shrink the job to world size 2');
@@ -322,9 +323,36 @@ is(join(',', map { $since =~ /rank=$_ .* start step=(\d+) world=2 local_rank=$_ 
 is(count_lines($since, qr/rank=[23] .* start step=/), 0, 'ranks 2 and 3 were not started again');
 is(sql('SELECT count(*) FROM gangsched.check_invariants()'), '0', 'invariants hold after the shrink');
 
-ok(poll_until("SELECT state FROM gangsched.jobs WHERE job = $p", 'finished', 30), 'the reclaiming job finished');
-sql("SELECT gangsched.cancel($e)");
-sql("SELECT gangsched.cancel($x)");
+
+# -------------------------------------------------------------------------
+# At its minimum the job is preempted whole; its agent is restarted while
+# the server is down and the trainers still checkpoint: it does not kill
+# them (the grace deadline is in its state file), and releases once the
+# server is back
+# -------------------------------------------------------------------------
+my @last = trainer_pids($e, 0, 1);
+$alog = length(agent_log($en));
+my $x2 = sql("SELECT gangsched.submit('x', 1, 2, name => 'x-reclaims')");
+ok(wait_for(sub { substr(agent_log($en), $alog) =~ /job $e: preempted; SIGTERM to 2 local workers/ }, 20, 'the preemption'),
+	'the job at its minimum is preempted whole: SIGTERM to its two workers');
+stop_agent($en, 'KILL');
+$node->stop('fast');
+$alog = length(agent_log($en));
+start_agent($en);
+ok(wait_for(sub { substr(agent_log($en), $alog) =~ /could not connect to the server/ }, 10, 'the agent to try'),
+	'the restarted agent cannot reach the server');
+usleep(500_000);
+is(alive(@last), 2, 'and leaves the two checkpointing trainers alone');
+unlike(agent_log($en), qr/job $e: grace deadline reached/, 'no grace deadline was reached');
+$node->start;
+ok(poll_until("SELECT state FROM gangsched.jobs WHERE job = $x2", 'running', 40), 'the reclaiming job runs');
+is( sql("SELECT reason FROM gangsched.events WHERE job = $e AND kind = 'requeued' ORDER BY id DESC LIMIT 1"),
+	"preempted for job $x2; released after a checkpoint",
+	'the elastic job was released after a checkpoint');
+like(substr(agent_log($en), $alog), qr/job $e: released \(checkpointed = true; rank 0: exit 0, rank 1: exit 0\)/,
+	'reported by the restarted agent');
+
+sql("SELECT gangsched.cancel(job) FROM gangsched.jobs WHERE state NOT IN ('finished', 'failed', 'cancelled', 'expired')");
 ok(wait_for(sub { scalar(tracked_process_groups()) == 0 }, 10, 'the agents to drop their records'),
 	'the agents track no worker any more');
 is(sql('SELECT count(*) FROM gangsched.check_invariants()'), '0', 'invariants hold at the end');
@@ -332,7 +360,9 @@ is(sql('SELECT count(*) FROM gangsched.check_invariants()'), '0', 'invariants ho
 foreach my $n (sort keys %agent_pid)
 {
 	is(stop_agent($n, 'TERM'), 0, "agent $n exits 0 on SIGTERM");
-	unlike(agent_log($n), qr/ ERROR: /, "agent $n logged no error");
+	# (an agent started while the server is down says so at ERROR level)
+	unlike(join("\n", grep { !/could not connect to the server/ } split /\n/, agent_log($n)),
+		qr/ ERROR: /, "agent $n logged no other error");
 }
 
 $node->stop;

@@ -669,7 +669,10 @@ resync_job(Job *j, PGresult *res, int i, int nrows)
 		if (!j->stopping)
 			begin_stop(j, remaining);
 		else
+		{
 			j->deadline = mono_now() + remaining;
+			job_save(j);
+		}
 		free(keep_rows);
 		return;
 	}

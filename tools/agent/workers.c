@@ -660,9 +660,9 @@ job_save(const Job *j)
 	state_file(path, sizeof(path), j->id, j->placed_us);
 	off = snprintf(text, sizeof(text),
 				   "job %" PRId64 "\nplaced %" PRId64 "\nrank0 %d\nstarted %d\nstopping %d\nkilled %d\nreported %d\n"
-				   "world %d\nrestarting %d\nrestart_kill_at %.3f\nrestart_killed %d\nworkers %d\n",
+				   "deadline %.3f\nworld %d\nrestarting %d\nrestart_kill_at %.3f\nrestart_killed %d\nworkers %d\n",
 				   j->id, j->placed_us, j->rank0_here, j->start_reported, j->stopping, j->killed,
-				   j->reported, j->world_size, j->restarting, j->restart_kill_at, j->restart_killed,
+				   j->reported, j->deadline, j->world_size, j->restarting, j->restart_kill_at, j->restart_killed,
 				   j->nworkers);
 	for (i = 0; i < j->nworkers && off < sizeof(text); i++)
 		off += snprintf(text + off, sizeof(text) - off, "worker %d %d %d %llu %d\n",
@@ -689,7 +689,8 @@ job_load(const char *path)
 				restart_killed = 0,
 				n = -1,
 				got = 0;
-	double		restart_kill_at = 0;
+	double		restart_kill_at = 0,
+				deadline = 0;
 	Job		   *j = NULL;
 
 	if (f == NULL)
@@ -709,6 +710,7 @@ job_load(const char *path)
 			sscanf(line, "stopping %d", &stopping) == 1 ||
 			sscanf(line, "killed %d", &killed) == 1 ||
 			sscanf(line, "reported %d", &reported) == 1 ||
+			sscanf(line, "deadline %lf", &deadline) == 1 ||
 			sscanf(line, "world %d", &world) == 1 ||
 			sscanf(line, "restarting %d", &restarting) == 1 ||
 			sscanf(line, "restart_kill_at %lf", &restart_kill_at) == 1 ||
@@ -751,6 +753,13 @@ job_load(const char *path)
 	j->stopping = stopping;
 	j->killed = killed;
 	j->reported = reported;
+	/*
+	 * A stopping job's grace deadline, on the monotonic clock (the same for
+	 * every process until the host reboots): an agent restarted while the
+	 * server is out of reach does not SIGKILL workers that still checkpoint.
+	 * A record without one (an older agent's) gets the default grace.
+	 */
+	j->deadline = deadline > 0 ? deadline : mono_now() + 60;
 	j->world_size = world;
 	j->restarting = restarting;
 	j->restart_kill_at = restart_kill_at;
