@@ -26,6 +26,7 @@
 #include "las.h"
 #include "loader.h"
 #include "placement.h"
+#include "preempt.h"
 #include "spi.h"
 #include "tenancy.h"
 
@@ -711,7 +712,8 @@ load_leaving(GsCluster *c, const IdIndex *nodes, const IdIndex *teams)
 		"  FROM gangsched.gangs g"
 		"  JOIN gangsched.allocations a"
 		"    ON a.job OPERATOR(pg_catalog.=) g.id AND pg_catalog.upper_inf(a.during)"
-		" WHERE g.state OPERATOR(pg_catalog.=) 'preempting' AND g.preempted_for IS NOT NULL"
+		" WHERE (g.state OPERATOR(pg_catalog.=) 'preempting' AND g.preempted_for IS NOT NULL)"
+		"    OR a.worker OPERATOR(pg_catalog.>=) g.shrink_to"
 		" GROUP BY a.node_id, a.team_id", SPI_OK_SELECT);
 	for (i = 0; i < (int) SPI_processed; i++)
 	{
@@ -740,13 +742,14 @@ load_hold_overlap(GsCluster *c, const IdIndex *nodes)
 		"  FROM (SELECT job, node_id, pg_catalog.sum(cpus) AS cpus, pg_catalog.sum(mem_gb) AS mem,"
 		"               pg_catalog.sum(net_gbps) AS net"
 		"          FROM gangsched.holds GROUP BY job, node_id) h"
-		"  JOIN (SELECT g.preempted_for AS job, a.node_id, pg_catalog.sum(a.cpus) AS cpus,"
+		"  JOIN (SELECT COALESCE(g.shrink_for, g.preempted_for) AS job, a.node_id, pg_catalog.sum(a.cpus) AS cpus,"
 		"               pg_catalog.sum(a.mem_gb) AS mem, pg_catalog.sum(a.net_gbps) AS net"
 		"          FROM gangsched.gangs g"
 		"          JOIN gangsched.allocations a"
 		"            ON a.job OPERATOR(pg_catalog.=) g.id AND pg_catalog.upper_inf(a.during)"
-		"         WHERE g.state OPERATOR(pg_catalog.=) 'preempting' AND g.preempted_for IS NOT NULL"
-		"         GROUP BY g.preempted_for, a.node_id) v"
+		"         WHERE (g.state OPERATOR(pg_catalog.=) 'preempting' AND g.preempted_for IS NOT NULL)"
+		"            OR a.worker OPERATOR(pg_catalog.>=) g.shrink_to"
+		"         GROUP BY 1, a.node_id) v"
 		"    ON v.job OPERATOR(pg_catalog.=) h.job AND v.node_id OPERATOR(pg_catalog.=) h.node_id"
 		" GROUP BY h.node_id", SPI_OK_SELECT);
 	for (i = 0; i < (int) SPI_processed; i++)
@@ -915,7 +918,8 @@ load_growable(GsState *st, GsCluster *c, const IdIndex *teams, int *dcap)
 		"  FROM gangsched.gangs g"
 		" WHERE g.min_replicas IS NOT NULL"
 		"   AND g.state OPERATOR(pg_catalog.=) ANY ('{placed,running}'::pg_catalog.text[])"
-		"   AND g.workers OPERATOR(pg_catalog.<) g.max_workers AND g.span IS NULL",
+		"   AND g.workers OPERATOR(pg_catalog.<) g.max_workers AND g.span IS NULL"
+		"   AND g.shrink_to IS NULL",
 		0, NULL, NULL, (DestReceiver *) &r, true, SPI_OK_SELECT);
 	MemoryContextSwitchTo(r.cxt);
 	st->grow = tmp.jobs;
@@ -1076,7 +1080,10 @@ load_running_jobs(GsState *st, const IdIndex *teams, HTAB **byjob)
 		"       g.f_gpus OPERATOR(pg_catalog.*) g.workers, g.f_cpus OPERATOR(pg_catalog.*) g.workers,"
 		"       g.f_mem_gb OPERATOR(pg_catalog.*) g.workers, g.f_net_gbps OPERATOR(pg_catalog.*) g.workers,"
 		"       g.workers, pg_catalog.date_part('epoch', g.time_limit),"
-		"       CASE WHEN g.time_limit IS NOT NULL THEN pg_catalog.date_part('epoch', g.grace) END, g.placed_at");
+		"       CASE WHEN g.time_limit IS NOT NULL THEN pg_catalog.date_part('epoch', g.grace) END, g.placed_at,"
+		"       g.min_replicas OPERATOR(pg_catalog.*) g.group_size OPERATOR(pg_catalog.*) g.stages,"
+		"       g.group_size OPERATOR(pg_catalog.*) g.stages, g.state OPERATOR(pg_catalog.=) 'running',"
+		"       g.shrink_to IS NOT NULL");
 	/* las teams' jobs: GPU-seconds held so far, the open allocations up to the round's clock */
 	if (st->las_teams != NULL)
 		appendStringInfo(&sql,
@@ -1121,9 +1128,14 @@ load_running_jobs(GsState *st, const IdIndex *teams, HTAB **byjob)
 		r->las_queue = -1;
 		if (st->las_teams != NULL && r->tix >= 0 && c->teams[r->tix].las)
 		{
-			r->attained = Max(col_float(i, 17, 0), 0);
+			r->attained = Max(col_float(i, 21, 0), 0);
 			r->las_queue = (int16_t) gs_las_queue_of(r->attained);
 		}
+		r->workers = col_int(i, 13, 1);
+		r->min_workers = col_null(i, 17) ? 0 : col_int(i, 17, 0);
+		r->unit = Max(col_int(i, 18, 1), 1);
+		r->running = col_bool(i, 19);
+		r->shrinking = col_bool(i, 20);
 		r->allocs = palloc0(sizeof(GsAlloc) * r->nalloc_cap);
 		r->pool = -1;
 		e = hash_search(*byjob, &r->id, HASH_ENTER, &found);
@@ -1141,7 +1153,7 @@ load_running_allocs(GsCluster *c, const IdIndex *nodes, HTAB *byjob)
 	int			i;
 
 	run("SELECT a.job, a.node_id, a.devices, a.first_slice, a.slices,"
-		"       a.cpus::pg_catalog.float8, a.mem_gb::pg_catalog.float8, a.net_gbps::pg_catalog.float8"
+		"       a.cpus::pg_catalog.float8, a.mem_gb::pg_catalog.float8, a.net_gbps::pg_catalog.float8, a.worker"
 		"  FROM gangsched.allocations a WHERE pg_catalog.upper_inf(a.during)", SPI_OK_SELECT);
 	for (i = 0; i < (int) SPI_processed; i++)
 	{
@@ -1177,6 +1189,7 @@ load_running_allocs(GsCluster *c, const IdIndex *nodes, HTAB *byjob)
 		a->cpus = col_float(i, 6, 0);
 		a->mem = col_float(i, 7, 0);
 		a->net = col_float(i, 8, 0);
+		a->worker = col_int(i, 9, 0);
 	}
 }
 
@@ -1199,6 +1212,8 @@ gs_load_running(GsState *st)
 	teams = team_index(st->cluster);
 	load_running_jobs(st, &teams, &byjob);
 	load_running_allocs(st->cluster, &nodes, byjob);
+	/* elastic gangs above their minimum: their replicas may be victims alone */
+	gs_split_elastic(st);
 }
 
 /* ---- team_shares.fair_share: H-DRF over the tree (SQL) ------------------ */

@@ -180,6 +180,7 @@ typedef struct GsAssign
 typedef struct GsAlloc
 {
 	int32_t		node;			/* index into GsCluster.nodes */
+	int32_t		worker;			/* its rank */
 	uint64_t	devmask;
 	int16_t		first_slice;
 	int16_t		nslices;
@@ -221,6 +222,26 @@ typedef struct GsRunning
 	 * limit + its grace (TimestampTz); 0 when it has no time limit.
 	 */
 	int64_t		ends;
+	/*
+	 * Shrinking instead of preempting (docs/elastic.md#shrinking). A
+	 * running elastic gang above its minimum is split for victim searches
+	 * (gs_split_elastic, preempt.c) into a chain of entries: its replicas
+	 * above the minimum one entry each, the highest-numbered first, and the
+	 * gang's own entry holding the rest (its minimum) last. An entry may be
+	 * a victim only after the one before it in the chain: taking a prefix
+	 * of the chain shrinks the gang, taking all of it preempts it whole.
+	 */
+	int32_t		workers;		/* the workers the gang holds */
+	int32_t		min_workers;	/* elastic: its minimum; 0 rigid */
+	int32_t		unit;			/* workers of one replica (group_size × stages) */
+	bool		running;		/* state 'running' (a placed gang is not shrunk) */
+	bool		shrinking;		/* a shrink is pending already: no victim */
+	struct GsRunning *gang;		/* a replica entry: the gang's own entry; NULL otherwise */
+	struct GsRunning *chain_prev;	/* the entry to be taken before this one, NULL none */
+	struct GsRunning *chain_next;
+	int16_t		chain_pos;		/* 0 for a gang not split; 1.. along the chain */
+	int32_t		part_from;		/* a replica entry: its first worker (the size the gang shrinks to) */
+	bool		gang_taken;		/* the gang's own entry: some entry of its chain is a victim this round */
 } GsRunning;
 
 typedef struct GsJob
@@ -277,7 +298,8 @@ typedef struct GsJob
 	bool		borrowed;
 	bool		nominated;		/* victims chosen; capacity held for it */
 	int			nvictims;
-	GsRunning **victims;
+	GsRunning **victims;		/* entries (a shrunk gang's replicas, docs/elastic.md#shrinking) */
+	int			nvictim_gangs;	/* distinct gangs among them */
 	double		victim_cost;	/* lost GPU-seconds of the plan */
 	const char *trigger;		/* reclaim | fair share | priority | las */
 	int			nwaits;			/* earlier victims of this round whose rest it uses */

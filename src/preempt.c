@@ -19,7 +19,13 @@
  * round (or told to stop in earlier rounds) are already out of their team's
  * use, earlier preemptors already in theirs (schedule.c, loader.c).
  *
- * Victims are whole gangs. A plan is a set of victims such that their
+ * Victims are whole gangs, or replicas of a running elastic gang above its
+ * minimum (shrinking instead of preempting, docs/elastic.md#shrinking):
+ * gs_split_elastic makes each such gang a chain of entries, one per replica
+ * above its minimum, highest-numbered first, then the gang's own entry with
+ * its minimum; an entry is taken only after the one before it, so a plan
+ * takes a prefix of the chain (a shrink, whose lost work is that of the
+ * replicas taken) or all of it (the gang preempted whole). A plan is a set of victims such that their
  * capacity plus what is free is a valid placement for J (checked by placing
  * J on the model with the victims virtually released: shape, spans,
  * locality, slices and host resources all count). What an earlier
@@ -91,7 +97,9 @@ cmp_in_team(const Cand *x, const Cand *y)
 		return x->lost < y->lost ? -1 : 1;
 	if (x->r->since != y->r->since)
 		return x->r->since > y->r->since ? -1 : 1;	/* newest first */
-	return x->r->id < y->r->id ? -1 : 1;
+	if (x->r->id != y->r->id)
+		return x->r->id < y->r->id ? -1 : 1;
+	return x->r->chain_pos < y->r->chain_pos ? -1 : 1;	/* one gang's chain in its order */
 }
 
 /* Victim order: the team furthest above its share first, then as in a team. */
@@ -112,15 +120,45 @@ cmp_cand(const void *a, const void *b)
 	return cmp_in_team(x, y);
 }
 
+/* A gang's GPUs from this entry to the end of its chain (a gang not split: its own). */
+static double
+chain_gpus(const GsRunning *r)
+{
+	double		g = 0;
+
+	for (; r != NULL; r = r->chain_next)
+		g += r->gpus_total;
+	return g;
+}
+
 static int
 cmp_larger(const void *a, const void *b)
 {
 	const Cand *x = a;
 	const Cand *y = b;
+	double		gx = chain_gpus(x->r),
+				gy = chain_gpus(y->r);
 
-	if (x->r->gpus_total != y->r->gpus_total)
-		return x->r->gpus_total > y->r->gpus_total ? -1 : 1;
+	if (gx != gy)
+		return gx > gy ? -1 : 1;
 	return cmp_cand(a, b);
+}
+
+/*
+ * May an entry of a split gang be released in a plan now? Only after the
+ * one before it in its chain (a gang not split: always).
+ */
+static inline bool
+chain_ready(const GsRunning *r)
+{
+	return r->chain_prev == NULL || r->chain_prev->released;
+}
+
+/* May it leave a plan? Not while the next entry of its chain is in it. */
+static inline bool
+chain_removable(const GsRunning *r)
+{
+	return r->chain_next == NULL || !r->chain_next->released;
 }
 
 /* GPUs a plan frees beyond the job's need: left idle unless a later preemptor uses them. */
@@ -714,6 +752,8 @@ greedy_grow(Search *s, Greedy *g)
 	{
 		GsRunning  *r = g->cands[t].r;
 
+		if (!chain_ready(r))
+			continue;			/* a gang's replicas go highest-numbered first, its minimum last */
 		if (r->tix >= 0 && r->tix != s->j->tix &&
 			!search_team_borrows(s, r->tix, r->pool, &s->rem[r->tix * GS_NRES]))
 			continue;			/* its team is back within its quota */
@@ -765,13 +805,14 @@ greedy_drop_outside(Search *s, Greedy *g)
 	if (s->j->quota_blocked)
 		return;
 	gs_placer_last_domain(s->p, &dd, &di);
-	for (k = 0; k < g->used; k++)
+	/* last chosen first: a split gang's later entries go before the earlier ones */
+	for (k = g->used - 1; k >= 0; k--)
 	{
 		GsRunning  *r = g->chosen[k];
 		bool		inside = false;
 		int			a;
 
-		if (r == NULL || dd <= 0)
+		if (r == NULL || dd <= 0 || !chain_removable(r))
 			continue;
 		for (a = 0; a < r->nalloc && !inside; a++)
 			inside = s->c->nodes[r->allocs[a].node].dom[dd] == di;
@@ -801,6 +842,8 @@ greedy_prune(Search *s, Greedy *g)
 			break;
 		if (g->have - g->chosen[k]->gpus_total + GS_EPS < g->need)
 			continue;			/* too few GPUs without it: needed, no probe */
+		if (!chain_removable(g->chosen[k]))
+			continue;			/* a later replica of its gang stays in the plan */
 		gs_model_release(s->p, g->chosen[k], false);
 		if (fits_pruning(s))
 		{
@@ -1070,6 +1113,8 @@ collect_candidates(Search *s, const GsPreemptSettings *set, Cand *cands, GsRunni
 				rest[(*nrest)++] = r;
 			continue;
 		}
+		if (r->shrinking || (r->gang ? r->gang : r)->gang_taken)
+			continue;			/* a shrink pending, or one of this round: the gang gives no more */
 		if (r->tix == j->tix)
 		{
 			/* priority: only lower; las: same priority, a later queue */
@@ -1183,17 +1228,53 @@ consider(Search *s, Cand *cands, int n, double free_gpus, Plan *best)
 		*best = plan;
 }
 
-/* Single victims that make room alone (one large rather than many small). */
+/*
+ * The candidates of the chain a split gang's first entry starts, in chain
+ * order (those that are candidates: the chain may end early), into out.
+ */
+static int
+chain_cands(const GsRunning *head, const Cand *cands, int nc, Cand *out)
+{
+	const GsRunning *r;
+	int			n = 0,
+				i;
+
+	for (r = head; r != NULL; r = r->chain_next)
+	{
+		for (i = 0; i < nc && cands[i].r != r; i++)
+			;
+		if (i == nc)
+			break;
+		out[n++] = cands[i];
+	}
+	return n;
+}
+
+/*
+ * Single victims that make room alone (one large rather than many small).
+ * A split elastic gang is one victim: its chain, of which the greedy plan
+ * takes the replicas it needs (or the whole gang).
+ */
 static void
 consider_singles(Search *s, const Cand *cands, int nc, double free_gpus, Plan *best)
 {
 	Cand	   *big = palloc(sizeof(Cand) * nc);
-	int			i;
+	Cand	   *chain = palloc(sizeof(Cand) * nc);
+	int			i,
+				m = 0;
 
-	memcpy(big, cands, sizeof(Cand) * nc);
-	qsort(big, nc, sizeof(Cand), cmp_larger);
-	for (i = 0; i < nc && i < MAX_SINGLES; i++)
-		consider(s, &big[i], 1, free_gpus, best);
+	for (i = 0; i < nc; i++)
+		if (cands[i].r->chain_prev == NULL)
+			big[m++] = cands[i];
+	qsort(big, m, sizeof(Cand), cmp_larger);
+	for (i = 0; i < m && i < MAX_SINGLES; i++)
+	{
+		if (big[i].r->chain_next == NULL)
+			consider(s, &big[i], 1, free_gpus, best);
+		else
+			consider(s, chain, chain_cands(big[i].r, cands, nc, chain), free_gpus, best);
+	}
+	pfree(chain);
 	pfree(big);
 }
 
@@ -1321,11 +1402,17 @@ carry_out(Search *s, Plan *best, GsRunning **rest, int nrest)
 	j->placed = false;			/* it is nominated, not placed */
 	all = palloc(sizeof(GsRunning *) * Max(nall, 1));
 	uses = palloc(sizeof(bool) * Max(nall, 1));
+	j->nvictim_gangs = 0;
 	for (i = 0; i < best->n; i++)
 	{
+		GsRunning  *g = best->v[i]->gang ? best->v[i]->gang : best->v[i];
+
 		all[i] = best->v[i];
 		best->v[i]->taken = true;
 		best->v[i]->shareable = true;
+		if (!g->gang_taken)
+			j->nvictim_gangs++;
+		g->gang_taken = true;	/* no other preemptor of the round shrinks it further */
 	}
 	for (i = 0; i < nrest; i++)
 		all[best->n + i] = rest[i];
@@ -1424,4 +1511,93 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, const GsPreemptSettings *set, GsP
 			gs_model_release(p, rest[i], false);
 	gs_placer_ignore_memo(p, false);
 	return ok;
+}
+
+/* Replicas of running elastic gang r that a victim search may take alone: 0 for the rest. */
+static int
+shrinkable_replicas(const GsRunning *r)
+{
+	if (!r->running || r->shrinking || !r->preemptible || r->min_workers <= 0 ||
+		r->workers <= r->min_workers || r->nalloc != r->workers || r->unit <= 0 ||
+		(r->workers - r->min_workers) % r->unit != 0)
+		return 0;
+	return (r->workers - r->min_workers) / r->unit;
+}
+
+/* Scale an entry's size to `workers` of the gang's `of`. */
+static void
+scale_entry(GsRunning *e, const GsRunning *g, int workers, int of)
+{
+	double		f = (double) workers / of;
+	int			k;
+
+	e->gpus_total = g->gpus_total * f;
+	for (k = 0; k < GS_NRES; k++)
+		e->demand[k] = g->demand[k] * f;
+	e->attained = g->attained * f;
+}
+
+void
+gs_split_elastic(GsState *st)
+{
+	int			n = st->nrunning,
+				extra = 0,
+				m,
+				i,
+				k,
+				a;
+	GsRunning  *all;
+
+	for (i = 0; i < n; i++)
+		extra += shrinkable_replicas(&st->running[i]);
+	if (extra == 0)
+		return;
+	all = repalloc(st->running, sizeof(GsRunning) * (n + extra));
+	m = n;
+	for (i = 0; i < n; i++)
+	{
+		GsRunning  *g = &all[i];
+		GsRunning  *prev = NULL;
+		GsRunning	whole = *g;
+		int			K = shrinkable_replicas(g),
+					keep = 0;
+
+		if (K == 0)
+			continue;
+		for (k = 1; k <= K; k++)
+		{
+			GsRunning  *e = &all[m++];
+
+			*e = whole;
+			e->part_from = whole.workers - k * whole.unit;
+			e->allocs = palloc(sizeof(GsAlloc) * whole.unit);
+			e->nalloc = 0;
+			e->nalloc_cap = whole.unit;
+			for (a = 0; a < whole.nalloc; a++)
+				if (whole.allocs[a].worker >= e->part_from &&
+					whole.allocs[a].worker < e->part_from + whole.unit && e->nalloc < e->nalloc_cap)
+					e->allocs[e->nalloc++] = whole.allocs[a];
+			scale_entry(e, &whole, whole.unit, whole.workers);
+			e->gang = g;
+			e->chain_prev = prev;
+			e->chain_next = NULL;
+			e->chain_pos = (int16_t) k;
+			if (prev != NULL)
+				prev->chain_next = e;
+			prev = e;
+		}
+		/* the gang's own entry keeps its minimum, last in the chain */
+		for (a = 0; a < whole.nalloc; a++)
+			if (whole.allocs[a].worker < whole.workers - K * whole.unit)
+				g->allocs[keep++] = whole.allocs[a];
+		g->nalloc = keep;
+		scale_entry(g, &whole, whole.workers - K * whole.unit, whole.workers);
+		g->gang = NULL;
+		g->chain_prev = prev;
+		g->chain_next = NULL;
+		g->chain_pos = (int16_t) (K + 1);
+		prev->chain_next = g;
+	}
+	st->running = all;
+	st->nrunning = m;
 }

@@ -47,6 +47,15 @@ typedef struct GsPreemptRound
  */
 extern bool gs_preempt(GsPlacer *p, GsState *st, GsJob *j, const GsPreemptSettings *set, GsPreemptRound *rd);
 
+/*
+ * Shrinking instead of preempting (docs/elastic.md#shrinking): split each
+ * running elastic gang above its minimum in st->running into a chain of
+ * entries, one per replica above the minimum (highest-numbered workers
+ * first) and the gang's own entry with the rest last. Called once, when
+ * the jobs holding capacity are loaded.
+ */
+extern void gs_split_elastic(GsState *st);
+
 /* GPUs a victim chosen this round still holds beyond what preemptors took over. */
 extern double gs_victim_rest_gpus(const GsCluster *c, const GsRunning *r);
 

@@ -500,21 +500,46 @@ append_las_detail(StringInfo det, const GsJob *j)
 
 /* ---- nominations ------------------------------------------------------ */
 
+/*
+ * One entry per victim gang among a nomination's victim entries
+ * (docs/elastic.md#shrinking): a gang preempted whole is its own entry (its
+ * replicas' entries are skipped); a gang shrunk is the last of its replicas
+ * taken, whose part_from is the size it shrinks to.
+ */
+static bool
+victim_last_entry(const GsRunning *v)
+{
+	if (v->gang == NULL)
+		return true;			/* a whole gang, or a split gang's own entry (taken last) */
+	if (v->gang->taken)
+		return false;			/* preempted whole: its own entry stands for it */
+	return v->chain_next == NULL || !v->chain_next->taken;
+}
+
 /* The 'nominated' event's detail: trigger, cost, victims, the rest it waits for. */
 static char *
 nomination_detail(GsCluster *c, const GsJob *j)
 {
 	StringInfoData det;
 	double		stranded = 0;
-	int			k;
+	int			k,
+				n;
 
 	initStringInfo(&det);
 	appendStringInfoString(&det, "{\"trigger\":");
 	escape_json(&det, j->trigger);
 	appendStringInfo(&det, ",\"lost_gpu_seconds\":%.1f,\"victims\":[", j->victim_cost);
-	for (k = 0; k < j->nvictims; k++)
-		appendStringInfo(&det, "%s" INT64_FORMAT, k ? "," : "", j->victims[k]->id);
+	for (k = 0, n = 0; k < j->nvictims; k++)
+		if (victim_last_entry(j->victims[k]))
+			appendStringInfo(&det, "%s" INT64_FORMAT, n++ ? "," : "", j->victims[k]->id);
 	appendStringInfoString(&det, "]");
+	/* the elastic victims shrunk rather than preempted: the workers each keeps */
+	for (k = 0, n = 0; k < j->nvictims; k++)
+		if (victim_last_entry(j->victims[k]) && j->victims[k]->gang != NULL)
+			appendStringInfo(&det, "%s{\"job\":" INT64_FORMAT ",\"workers\":%d}",
+							 n++ ? "," : ",\"shrinks\":[", j->victims[k]->id, j->victims[k]->part_from);
+	if (n > 0)
+		appendStringInfoChar(&det, ']');
 	/* earlier victims of the round whose rest it waits for */
 	if (j->nwaits > 0)
 	{
@@ -667,6 +692,29 @@ write_victims(int64 *v_job, int64 *v_for, char **v_trigger, int nv, TimestampTz 
 }
 
 /*
+ * The elastic victims shrunk instead of preempted (docs/elastic.md#shrinking):
+ * s_job[k] gives back its workers from s_to[k] on to s_for[k] by its grace
+ * deadline (gangsched._shrink_start: the columns, the 'shrinking' events,
+ * the agents' notices).
+ */
+static void
+write_shrinks(int64 *s_job, int32 *s_to, int64 *s_for, int ns, TimestampTz now)
+{
+	Oid			types[6] = {INT8ARRAYOID, INT4ARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID, INT4OID, INT4OID};
+	Datum		values[6];
+
+	if (ns == 0)
+		return;
+	values[0] = int8_array(s_job, ns);
+	values[1] = int4_array(s_to, ns);
+	values[2] = int8_array(s_for, ns);
+	values[3] = TimestampTzGetDatum(now);
+	values[4] = Int32GetDatum(gs_default_grace_s);
+	values[5] = Int32GetDatum(gs_max_grace_s);
+	exec_args("SELECT gangsched._shrink_start($1, $2, $3, $4, $5, $6)", 6, types, values, SPI_OK_SELECT);
+}
+
+/*
  * Nominations: the preemptor's planned placement goes to gangsched.holds and
  * it becomes 'nominated'; its victims become 'preempting' with their grace
  * deadline, and their nodes' agents are told.
@@ -686,8 +734,12 @@ write_nominations(GsState *st, GsDecision *dec, TimestampTz now)
 	int64	   *v_job = palloc(sizeof(int64) * vcap);
 	int64	   *v_for = palloc(sizeof(int64) * vcap);
 	char	  **v_trigger = palloc(sizeof(char *) * vcap);
+	int64	   *s_job = palloc(sizeof(int64) * vcap);
+	int32	   *s_to = palloc(sizeof(int32) * vcap);
+	int64	   *s_for = palloc(sizeof(int64) * vcap);
 	int64	   *confirmed;
 	int			nconfirmed,
+				ns = 0,
 				nv = 0,
 				i,
 				k;
@@ -704,19 +756,34 @@ write_nominations(GsState *st, GsDecision *dec, TimestampTz now)
 		{
 			j->nominated = false;
 			dec->nominated--;
-			dec->preempted -= j->nvictims;
+			dec->preempted -= j->nvictim_gangs;
 			continue;
 		}
 		cols_add_gang(&h, st->cluster, j);
-		for (k = 0; k < j->nvictims && nv < vcap; k++)
+		for (k = 0; k < j->nvictims; k++)
 		{
-			v_job[nv] = j->victims[k]->id;
-			v_for[nv] = j->id;
-			v_trigger[nv++] = (char *) j->trigger;
+			GsRunning  *v = j->victims[k];
+
+			if (!victim_last_entry(v))
+				continue;
+			if (v->gang != NULL && ns < vcap)
+			{
+				/* shrunk to the first worker of the last replica taken */
+				s_job[ns] = v->id;
+				s_to[ns] = v->part_from;
+				s_for[ns++] = j->id;
+			}
+			else if (v->gang == NULL && nv < vcap)
+			{
+				v_job[nv] = v->id;
+				v_for[nv] = j->id;
+				v_trigger[nv++] = (char *) j->trigger;
+			}
 		}
 	}
 	write_holds(&h);
 	write_victims(v_job, v_for, v_trigger, nv, now);
+	write_shrinks(s_job, s_to, s_for, ns, now);
 }
 
 /* ---- placements ------------------------------------------------------- */
@@ -1086,7 +1153,7 @@ write_grows(GsState *st, GsDecision *dec, TimestampTz now)
 			  "                    pg_catalog.unnest($4)) AS u(job, old, added, unit)"
 			  "   WHERE g.id OPERATOR(pg_catalog.=) u.job"
 			  "     AND g.state OPERATOR(pg_catalog.=) ANY ('{placed,running}'::pg_catalog.text[])"
-			  "     AND g.workers OPERATOR(pg_catalog.=) u.old"
+			  "     AND g.workers OPERATOR(pg_catalog.=) u.old AND g.shrink_to IS NULL"
 			  "     AND g.workers OPERATOR(pg_catalog.+) u.added OPERATOR(pg_catalog.<=) g.max_workers"
 			  "  RETURNING g.id, g.team_id, u.old, u.added, u.unit, g.workers),"
 			  " e AS ("

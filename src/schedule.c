@@ -67,7 +67,7 @@ nomination_reason(const GsJob *j)
 	initStringInfo(&s);
 	if (j->nvictims > 0)
 		appendStringInfo(&s, "waiting for %d job%s to release capacity (%s)",
-						 j->nvictims, j->nvictims == 1 ? "" : "s", j->trigger);
+						 j->nvictim_gangs, j->nvictim_gangs == 1 ? "" : "s", j->trigger);
 	else
 		appendStringInfo(&s, "waiting for %d job%s preempted for other jobs to release capacity (%s)",
 						 j->nwaits, j->nwaits == 1 ? "" : "s", j->trigger);
@@ -139,7 +139,7 @@ nominate(Round *rd, GsJob *j)
 	for (k = 0; k < j->nvictims; k++)
 		gs_unaccount_running(st->cluster, j->victims[k]);
 	rd->out->nominated++;
-	rd->out->preempted += j->nvictims;
+	rd->out->preempted += j->nvictim_gangs;	/* gangs preempted or shrunk */
 	j->reason = nomination_reason(j);
 	gs_order_placed(rd->out->order, j);
 	return true;

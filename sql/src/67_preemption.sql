@@ -27,6 +27,7 @@ BEGIN
       FROM gangsched.gangs g
      WHERE g.state = 'nominated' AND (only_job IS NULL OR g.id = only_job)
        AND NOT EXISTS (SELECT FROM gangsched.gangs v WHERE v.preempted_for = g.id AND v.state = 'preempting')
+       AND NOT EXISTS (SELECT FROM gangsched.gangs v WHERE v.shrink_for = g.id)   -- a shrink for it pending
        AND NOT EXISTS (SELECT FROM gangsched.holds h
                          CROSS JOIN LATERAL gangsched._slots(h.devices, h.first_slice, h.slices) s
                          JOIN gangsched.held_slots hs ON hs.node_id = h.node_id AND hs.slot = s.slot
@@ -103,7 +104,8 @@ END $$;
 
 -- Kill victims whose grace deadline has passed: their allocations end, the
 -- work since their last checkpoint is lost, their agents are told to kill,
--- and they go back to pending at their old queue position. Then place the
+-- and they go back to pending at their old queue position. Shrinks past
+-- their deadline kill their released workers and complete. Then place the
 -- preemptors that no longer wait for anyone. Returns victims killed.
 --
 -- The victims' rows are locked first, and a victim whose row is locked is
@@ -123,6 +125,8 @@ BEGIN
                AND g.preempted_for IS NOT NULL   -- stopped for a time limit: 72_time.sql
              ORDER BY g.id FOR UPDATE SKIP LOCKED) l;
     n := gangsched._requeue_many(overdue, 'killed at its grace deadline', 'kill');
+    -- shrinks past their deadline (67_shrink.sql) complete too
+    PERFORM gangsched._shrink_kill_overdue();
     PERFORM gangsched._place_ready_nominated();
     RETURN n;
 END $$;

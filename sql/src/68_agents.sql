@@ -9,7 +9,10 @@
 -- A job with a time limit has `limit_at`, when the limit ends (placed_at +
 -- time_limit), and `limit_seconds_left` until then: at that time it is told
 -- to preempt with its grace, and it fails with reason 'time limit'
--- (docs/time.md). NULL for jobs without a limit.
+-- (docs/time.md). NULL for jobs without a limit. A shrinking elastic gang
+-- (docs/elastic.md#shrinking): its released workers have action 'shrink'
+-- (stop them by `deadline`, then workers_released), and every row of it
+-- has the world size after the shrink.
 CREATE FUNCTION gangsched.node_work(node text)
 RETURNS TABLE (job bigint, action text, state text, worker int, local_rank int, local_world_size int,
                world_size int, devices int[], first_slice int, slices int, cpus numeric, mem_gb numeric,
@@ -24,16 +27,18 @@ BEGIN
     RETURN QUERY
     SELECT a.job,
            CASE WHEN g.state = 'preempting' THEN 'preempt'
+                WHEN a.worker >= g.shrink_to THEN 'shrink'
                 WHEN n.id = ANY (g.started_nodes) THEN 'run'
                 ELSE 'start' END,
            g.state, a.worker,
            (row_number() OVER (PARTITION BY a.job ORDER BY a.worker) - 1)::int,
            (count(*) OVER (PARTITION BY a.job))::int,
-           g.workers, a.devices, a.first_slice, a.slices, a.cpus, a.mem_gb, a.net_gbps, g.command,
+           COALESCE(g.shrink_to, g.workers), a.devices, a.first_slice, a.slices, a.cpus, a.mem_gb, a.net_gbps, g.command,
            (SELECT n0.name FROM gangsched.allocations a0 JOIN gangsched.nodes n0 ON n0.id = a0.node_id
              WHERE a0.job = a.job AND a0.worker = 0 AND upper_inf(a0.during)),
-           g.preempt_deadline, g.placed_at, g.gpus,
-           extract(epoch FROM g.preempt_deadline - gangsched.now())::float8,
+           CASE WHEN a.worker >= g.shrink_to THEN g.shrink_deadline ELSE g.preempt_deadline END, g.placed_at, g.gpus,
+           extract(epoch FROM CASE WHEN a.worker >= g.shrink_to THEN g.shrink_deadline ELSE g.preempt_deadline END
+                              - gangsched.now())::float8,
            g.time_limit, g.placed_at + g.time_limit,
            extract(epoch FROM g.placed_at + g.time_limit - gangsched.now())::float8
       FROM gangsched.allocations a JOIN gangsched.gangs g ON g.id = a.job

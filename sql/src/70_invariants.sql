@@ -153,6 +153,12 @@ SELECT 5, h.job, n.name, format('slot %s held for nominated job %s is allocated 
                  OR EXISTS (SELECT FROM gangsched.events e
                              WHERE e.job = h.job AND e.kind = 'nominated'
                                AND e.detail->'waits_for' @> to_jsonb(v.id))))
+   -- a shrinking gang's released workers, until they go (docs/elastic.md#shrinking)
+   AND NOT COALESCE(hs.worker >= v.shrink_to
+                    AND (v.shrink_for = h.job
+                         OR EXISTS (SELECT FROM gangsched.events e
+                                     WHERE e.job = h.job AND e.kind = 'nominated'
+                                       AND e.detail->'waits_for' @> to_jsonb(v.id))), false)
 UNION ALL
 SELECT 5, NULL, n.name, format('node over-committed with the capacity held on it: held cpus %s, mem_gb %s, net_gbps %s, allocated to others %s, %s, %s; the node has %s, %s, %s',
                                h.cpus, h.mem, h.net, COALESCE(o.cpus, 0), COALESCE(o.mem, 0), COALESCE(o.net, 0), n.cpus, n.mem_gb, n.net_gbps)
@@ -167,6 +173,13 @@ SELECT 5, NULL, n.name, format('node over-committed with the capacity held on it
                                              OR EXISTS (SELECT FROM gangsched.events e
                                                          WHERE e.job = h2.job AND e.kind = 'nominated'
                                                            AND e.detail->'waits_for' @> to_jsonb(v.id)))))
+                AND NOT COALESCE(c.worker >= v.shrink_to
+                                 AND EXISTS (SELECT FROM gangsched.holds h2
+                                              WHERE h2.node_id = c.node_id
+                                                AND (h2.job = v.shrink_for
+                                                     OR EXISTS (SELECT FROM gangsched.events e
+                                                                 WHERE e.job = h2.job AND e.kind = 'nominated'
+                                                                   AND e.detail->'waits_for' @> to_jsonb(v.id)))), false)
               GROUP BY c.node_id) o ON o.node_id = h.node_id
  WHERE h.cpus + COALESCE(o.cpus, 0) > n.cpus OR h.mem + COALESCE(o.mem, 0) > n.mem_gb OR h.net + COALESCE(o.net, 0) > n.net_gbps
 UNION ALL
@@ -308,4 +321,14 @@ UNION ALL
 SELECT 11, g.id, NULL, format('rigid job has max_workers %s', g.max_workers)
   FROM gangsched.gangs g
  WHERE g.min_replicas IS NULL AND g.max_workers IS NOT NULL
+UNION ALL
+-- a shrink pending: a running elastic gang gives back whole replicas at its
+-- end, keeping at least its minimum (docs/elastic.md#shrinking)
+SELECT 11, g.id, NULL, format('job is %s with %s workers and shrinks to %s; replicas of %s workers, at least %s',
+                              g.state, g.workers, g.shrink_to, g.group_size * g.stages, g.min_replicas)
+  FROM gangsched.gangs g
+ WHERE g.shrink_to IS NOT NULL
+   AND (g.state <> 'running' OR g.min_replicas IS NULL OR g.shrink_to >= g.workers
+        OR g.shrink_to % (g.group_size * g.stages) <> 0
+        OR g.shrink_to < g.min_replicas * g.group_size * g.stages)
 $$;

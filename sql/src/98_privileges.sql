@@ -53,6 +53,7 @@ BEGIN
             ('job_checkpointed', 'gangsched_operator, gangsched_agent'),
             ('job_finished', 'gangsched_operator, gangsched_agent'),
             ('job_released', 'gangsched_operator, gangsched_agent'),
+            ('workers_released', 'gangsched_operator, gangsched_agent'),
             -- analysts read the history
             ('usage', 'gangsched_operator, gangsched_analyst'),
             ('utilization', 'gangsched_operator, gangsched_analyst'),
