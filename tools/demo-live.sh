@@ -123,7 +123,7 @@ wait_log() {
   echo "(still waiting after ${limit}s for $n trainer lines like: $re)"
   return 1
 }
-trainer_lines() { grep -hE " (start|checkpoint) " "$elog" 2>/dev/null | tail -n "$1" | cut -d' ' -f1,3,5- | sed 's/^/  trainer: /' || true; }
+trainer_lines() { grep -hE " (start|checkpoint) " "$elog" 2>/dev/null | tail -n "$1" | cut -d" " -f1,3,4,6- | sed 's/^/  trainer: /' || true; }
 wait_log 2 " start step=[0-9]+ world=2 " 20 || true
 q -c "SELECT job, name, state, workers, replicas, min_replicas, max_replicas FROM gangsched.jobs WHERE job = $ejob"
 trainer_lines 2

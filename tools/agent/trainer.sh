@@ -25,7 +25,7 @@ ckpt=$dir/checkpoint
 
 mkdir -p "$dir"
 say() {
-    echo "$(date '+%H:%M:%S.%N') job=${GANGSCHED_JOB:-?} rank=$rank pid=$$ $*" >> "$log"
+    echo "$(date '+%H:%M:%S.%N') job=${GANGSCHED_JOB:-?} rank=$rank node=${GANGSCHED_NODE:-?} pid=$$ $*" >> "$log"
 }
 save() {
     if [ "$rank" = 0 ]; then
