@@ -122,6 +122,7 @@ CREATE FUNCTION gangsched._shrink_complete(job bigint, how text, lost numeric, t
 LANGUAGE plpgsql AS $$
 DECLARE
     g gangsched.gangs;
+    s bigint;
 BEGIN
     SELECT * INTO g FROM gangsched.gangs x WHERE x.id = _shrink_complete.job;
     IF g.shrink_to IS NULL OR EXISTS (SELECT FROM gangsched.allocations a
@@ -146,6 +147,17 @@ BEGIN
        FROM (SELECT DISTINCT a.node_id FROM gangsched.allocations a
               WHERE a.job = g.id AND upper_inf(a.during) ORDER BY 1) x;
     PERFORM gangsched._place_ready_nominated(g.shrink_for);
+    -- other nominated jobs of the round that wait for the rest of the
+    -- workers released (their 'nominated' event's waits_for)
+    FOR s IN SELECT DISTINCT h.job FROM gangsched.holds h
+              WHERE h.job <> g.shrink_for
+                AND EXISTS (SELECT FROM gangsched.events e
+                             WHERE e.job = h.job AND e.kind = 'nominated'
+                               AND e.detail->'waits_for' @> to_jsonb(g.id))
+              ORDER BY 1
+    LOOP
+        PERFORM gangsched._place_ready_nominated(s);
+    END LOOP;
     RETURN true;
 END $$;
 

@@ -8245,3 +8245,747 @@ SELECT j.id AS job, t.name AS team, j.name, j.state, j.workers, j.gpus, j.cpus, 
   LEFT JOIN gangsched.pools p ON p.id = j.pool_id
   LEFT JOIN gangsched.bookings b ON b.id = j.reservation_id;
 
+
+-- ==== shrink: shrinking an elastic victim instead of preempting it (issue 17 stage 4; docs/elastic.md#shrinking) ====
+
+-- A running elastic gang chosen as a victim for only some of its replicas
+-- keeps running and gives back its highest-numbered workers (worker >=
+-- shrink_to, whole replicas at the end) to the preemptor shrink_for by
+-- shrink_deadline (docs/elastic.md#shrinking). All three are set together,
+-- only while the gang runs, and cleared when the shrink completes or the
+-- gang stops running (the trigger below).
+ALTER TABLE gangsched.gangs
+    ADD COLUMN shrink_to       int,
+    ADD COLUMN shrink_for      bigint,
+    ADD COLUMN shrink_deadline timestamptz,
+    ADD CONSTRAINT gangs_shrink_check CHECK (
+        ((shrink_to IS NULL) = (shrink_for IS NULL) AND (shrink_to IS NULL) = (shrink_deadline IS NULL))
+        AND shrink_to >= 1 AND shrink_to < workers);
+-- preemptors waiting for a shrink (_place_ready_nominated), overdue shrinks (_kill_overdue)
+CREATE INDEX gangs_shrink_for_idx ON gangsched.gangs (shrink_for) WHERE shrink_for IS NOT NULL;
+
+-- A gang that stops running (ends, is requeued, goes back to the queue)
+-- has no shrink pending any more.
+CREATE FUNCTION gangsched._shrink_clear() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.shrink_to := NULL;
+    NEW.shrink_for := NULL;
+    NEW.shrink_deadline := NULL;
+    RETURN NEW;
+END $$;
+
+CREATE TRIGGER gangs_shrink_clear
+    BEFORE UPDATE OF state ON gangsched.gangs FOR EACH ROW
+    WHEN (NEW.shrink_to IS NOT NULL AND NEW.state <> 'running')
+    EXECUTE FUNCTION gangsched._shrink_clear();
+
+-- The round's shrink decisions (src/round.c): jobs[k] gives back its
+-- workers from tos[k] on to the nominated job fors[k], by t + its grace
+-- (as for preempt_deadline). Only a gang still running, elastic and not
+-- shrinking already, to a valid size. An event 'shrinking' each and a
+-- notice to each node holding released workers. Returns the gangs shrunk.
+CREATE FUNCTION gangsched._shrink_start(jobs bigint[], tos int[], fors bigint[], t timestamptz,
+                                        default_grace int, max_grace int) RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+    n int;
+    k int;
+BEGIN
+    IF jobs IS NULL OR cardinality(jobs) = 0 THEN
+        RETURN 0;
+    END IF;
+    WITH v AS (
+        UPDATE gangsched.gangs g
+           SET shrink_to = u.shrink_to, shrink_for = u.pfor,
+               shrink_deadline = t + make_interval(secs => LEAST(COALESCE(extract(epoch FROM g.grace), default_grace),
+                                                                 max_grace))
+          FROM ROWS FROM (unnest(jobs), unnest(tos), unnest(fors)) AS u(job, shrink_to, pfor)
+         WHERE g.id = u.job AND g.state = 'running' AND g.shrink_to IS NULL AND g.min_replicas IS NOT NULL
+           AND u.shrink_to < g.workers AND u.shrink_to >= g.min_replicas * g.group_size * g.stages
+           AND u.shrink_to % (g.group_size * g.stages) = 0
+        RETURNING g.id, g.team_id, g.workers, g.group_size * g.stages AS unit, g.shrink_to, g.shrink_for,
+                  g.shrink_deadline),
+    ev AS (
+        INSERT INTO gangsched.events (at, kind, job, team_id, reason, detail)
+        SELECT t, 'shrinking', v.id, v.team_id,
+               format('shrinking from %s to %s workers for job %s', v.workers, v.shrink_to, v.shrink_for),
+               jsonb_build_object('for', v.shrink_for, 'deadline', v.shrink_deadline, 'workers', v.shrink_to,
+                                  'was_workers', v.workers, 'replicas', v.shrink_to / v.unit,
+                                  'was_replicas', v.workers / v.unit)
+          FROM v
+        RETURNING job),
+    told AS (
+        SELECT pg_notify('gangsched_node_' || a.node_id,
+                         json_build_object('event', 'shrink', 'job', a.job, 'world_size', a.shrink_to,
+                                           'deadline', a.shrink_deadline)::text)
+          FROM (SELECT DISTINCT x.job, x.node_id, v.shrink_to, v.shrink_deadline
+                  FROM v JOIN gangsched.allocations x
+                    ON x.job = v.id AND upper_inf(x.during) AND x.worker >= v.shrink_to
+                 ORDER BY 1, 2) a)
+    SELECT (SELECT count(*) FROM v), (SELECT count(*) FROM told), (SELECT count(*) FROM ev) INTO n, k, k;
+    RETURN n;
+END $$;
+
+-- End the released workers' allocations of shrinking gang `job` (on node
+-- `node_id` only, or everywhere when NULL); `agent_event`, when set, is the
+-- notice each node told gets ('kill' at the deadline). Returns how many ended.
+CREATE FUNCTION gangsched._shrink_end_workers(job bigint, node_id int, why text, agent_event text,
+                                              t timestamptz) RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+    n int;
+    k int;
+BEGIN
+    WITH ended AS (
+        UPDATE gangsched.allocations a
+           SET during = tstzrange(lower(a.during), GREATEST(lower(a.during), t),
+                                  CASE WHEN t > lower(a.during) THEN '[)' ELSE '[]' END), end_reason = why
+          FROM gangsched.gangs g
+         WHERE g.id = _shrink_end_workers.job AND a.job = g.id AND upper_inf(a.during)
+           AND a.worker >= g.shrink_to
+           AND (_shrink_end_workers.node_id IS NULL OR a.node_id = _shrink_end_workers.node_id)
+        RETURNING a.job, a.node_id, a.worker),
+    slots AS (
+        DELETE FROM gangsched.held_slots h USING ended e
+         WHERE h.job = e.job AND h.worker = e.worker AND h.node_id = e.node_id
+        RETURNING 1),
+    told AS (
+        SELECT pg_notify('gangsched_node_' || e.node_id,
+                         json_build_object('event', agent_event, 'job', e.job)::text)
+          FROM (SELECT DISTINCT x.job, x.node_id FROM ended x ORDER BY 1, 2) e
+         WHERE agent_event IS NOT NULL)
+    SELECT (SELECT count(*) FROM ended), (SELECT count(*) FROM told), (SELECT count(*) FROM slots) INTO n, k, k;
+    RETURN n;
+END $$;
+
+-- Complete the shrink of gang `job` once none of its released workers
+-- holds an allocation: it runs on shrink_to workers, an event 'shrunk', a
+-- resize notice to every node still running it, and its preemptor placed
+-- if it waits for nothing else. `lost`: GPU-seconds lost (killed at the
+-- deadline; 0 after a release, whose workers checkpointed as they stopped).
+CREATE FUNCTION gangsched._shrink_complete(job bigint, how text, lost numeric, t timestamptz) RETURNS bool
+LANGUAGE plpgsql AS $$
+DECLARE
+    g gangsched.gangs;
+    s bigint;
+BEGIN
+    SELECT * INTO g FROM gangsched.gangs x WHERE x.id = _shrink_complete.job;
+    IF g.shrink_to IS NULL OR EXISTS (SELECT FROM gangsched.allocations a
+                                       WHERE a.job = g.id AND upper_inf(a.during) AND a.worker >= g.shrink_to) THEN
+        RETURN false;
+    END IF;
+    UPDATE gangsched.gangs x
+       SET workers = g.shrink_to, shrink_to = NULL, shrink_for = NULL, shrink_deadline = NULL,
+           lost_gpu_seconds = x.lost_gpu_seconds + lost,
+           last_checkpoint_at = CASE WHEN lost = 0 THEN t ELSE x.last_checkpoint_at END
+     WHERE x.id = g.id;
+    INSERT INTO gangsched.events (at, kind, job, team_id, reason, detail)
+    VALUES (t, 'shrunk', g.id, g.team_id, format('shrunk to %s workers for job %s; %s', g.shrink_to, g.shrink_for, how),
+            jsonb_build_object('for', g.shrink_for, 'workers', g.shrink_to, 'was_workers', g.workers,
+                               'replicas', g.shrink_to / (g.group_size * g.stages),
+                               'was_replicas', g.workers / (g.group_size * g.stages),
+                               'lost_gpu_seconds', round(lost, 3)));
+    PERFORM pg_notify('gangsched_node_' || x.node_id,
+                      json_build_object('event', 'resize', 'job', g.id,
+                                        'replicas', g.shrink_to / (g.group_size * g.stages),
+                                        'world_size', g.shrink_to)::text)
+       FROM (SELECT DISTINCT a.node_id FROM gangsched.allocations a
+              WHERE a.job = g.id AND upper_inf(a.during) ORDER BY 1) x;
+    PERFORM gangsched._place_ready_nominated(g.shrink_for);
+    -- other nominated jobs of the round that wait for the rest of the
+    -- workers released (their 'nominated' event's waits_for)
+    FOR s IN SELECT DISTINCT h.job FROM gangsched.holds h
+              WHERE h.job <> g.shrink_for
+                AND EXISTS (SELECT FROM gangsched.events e
+                             WHERE e.job = h.job AND e.kind = 'nominated'
+                               AND e.detail->'waits_for' @> to_jsonb(g.id))
+              ORDER BY 1
+    LOOP
+        PERFORM gangsched._place_ready_nominated(s);
+    END LOOP;
+    RETURN true;
+END $$;
+
+-- An agent reports that the workers of shrinking job `job` it was told to
+-- stop on node `node` have exited (node_work's action 'shrink'). Ends their
+-- allocations; when they were the last, the shrink completes and the
+-- preemptor is placed. Returns the allocations ended: 0 when there is
+-- nothing (left) to release on the node — a repeated call changes nothing.
+CREATE FUNCTION gangsched.workers_released(node text, job bigint) RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+    n gangsched.nodes := gangsched._node(node);
+    g gangsched.gangs;
+    t timestamptz;
+    k int;
+BEGIN
+    PERFORM gangsched._require_node(n.id, node, 'release workers');
+    SELECT * INTO g FROM gangsched.gangs x WHERE x.id = workers_released.job FOR UPDATE;
+    IF g.id IS NULL THEN
+        RAISE EXCEPTION 'job % does not exist', job
+            USING ERRCODE = 'foreign_key_violation', HINT = 'See gangsched.gangs for the job ids.';
+    END IF;
+    IF g.shrink_to IS NULL THEN
+        -- nothing pending: a repeated report (its node still runs the job, or
+        -- gave its workers back in this run's last shrink) changes nothing
+        IF EXISTS (SELECT FROM gangsched.allocations a
+                    WHERE a.job = g.id AND a.node_id = n.id
+                      AND (upper_inf(a.during)
+                           OR (a.worker >= g.workers AND g.placed_at IS NOT NULL
+                               AND lower(a.during) >= g.placed_at))) THEN
+            RETURN 0;
+        END IF;
+        RAISE EXCEPTION 'job % has no shrink pending and no worker on node %', job, node
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('Job %s is %s with %s workers.', job, g.state, g.workers),
+                  HINT = 'Report only the workers node_work(node) shows with action ''shrink''.';
+    END IF;
+    -- releases for the same preemptor take turns, as in job_released
+    PERFORM FROM gangsched.gangs x WHERE x.id = g.shrink_for FOR UPDATE;
+    t := gangsched.now();
+    k := gangsched._shrink_end_workers(g.id, n.id, 'released by a shrink', NULL, t);
+    PERFORM gangsched._shrink_complete(g.id, 'released', 0, t);
+    PERFORM gangsched._wake();
+    RETURN k;
+END $$;
+
+-- Shrinks past their deadline (_kill_overdue): the released workers still
+-- holding allocations are killed (the work since the last checkpoint of
+-- those workers is lost) and the shrink completes. Rows locked by a
+-- release in progress are skipped, as for preempted gangs. Returns shrinks
+-- completed.
+CREATE FUNCTION gangsched._shrink_kill_overdue() RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+    g gangsched.gangs;
+    t timestamptz;
+    n int := 0;
+    lost numeric;
+BEGIN
+    FOR g IN SELECT * FROM gangsched.gangs x
+              WHERE x.shrink_for IS NOT NULL AND x.shrink_deadline <= gangsched.now()
+              ORDER BY x.id FOR UPDATE SKIP LOCKED
+    LOOP
+        t := gangsched.now();
+        SELECT COALESCE(sum(a.gpus), 0)
+               * CASE WHEN g.started_at IS NULL THEN 0
+                      ELSE GREATEST(0, extract(epoch FROM t - GREATEST(g.started_at,
+                                                                      COALESCE(g.last_checkpoint_at, g.started_at))))
+                 END
+          INTO lost
+          FROM gangsched.allocations a
+         WHERE a.job = g.id AND upper_inf(a.during) AND a.worker >= g.shrink_to;
+        PERFORM gangsched._shrink_end_workers(g.id, NULL, 'killed at its shrink deadline', 'kill', t);
+        IF gangsched._shrink_complete(g.id, 'killed at its deadline', lost, t) THEN
+            n := n + 1;
+        END IF;
+    END LOOP;
+    RETURN n;
+END $$;
+ALTER TABLE gangsched.gangs_archive ADD COLUMN shrink_to int, ADD COLUMN shrink_for bigint, ADD COLUMN shrink_deadline timestamptz;
+
+-- Place nominated jobs whose victims have all let go, on exactly the
+-- capacity held for them (gangsched.holds), in this transaction. With a job
+-- id, only that one. Returns how many were placed.
+--
+-- Whether a preemptor runs as guaranteed or borrowed work is settled here,
+-- now that its victims are gone: its team's current use in the pool plus
+-- the gang, against the team's nominal quota there (every governed
+-- resource: gangsched._beyond_nominal, the rule the rounds apply). The round decided it while the victims still held their
+-- capacity, which makes a priority preemptor look beyond its team's quota
+-- when the swap keeps the team within it.
+CREATE OR REPLACE FUNCTION gangsched._place_ready_nominated(only_job bigint DEFAULT NULL) RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+    ready bigint[];
+    jid   bigint;
+    t     timestamptz;
+BEGIN
+    -- Ready: none of its own victims is still preempting, and no slot it
+    -- holds is still allocated (a round may let a preemptor wait for what
+    -- an earlier preemptor of the round left of its victims: those are not
+    -- its own victims).
+    SELECT array_agg(g.id ORDER BY g.id) INTO ready
+      FROM gangsched.gangs g
+     WHERE g.state = 'nominated' AND (only_job IS NULL OR g.id = only_job)
+       AND NOT EXISTS (SELECT FROM gangsched.gangs v WHERE v.preempted_for = g.id AND v.state = 'preempting')
+       AND NOT EXISTS (SELECT FROM gangsched.gangs v WHERE v.shrink_for = g.id)   -- a shrink for it pending
+       AND NOT EXISTS (SELECT FROM gangsched.holds h
+                         CROSS JOIN LATERAL gangsched._slots(h.devices, h.first_slice, h.slices) s
+                         JOIN gangsched.held_slots hs ON hs.node_id = h.node_id AND hs.slot = s.slot
+                        WHERE h.job = g.id);
+    IF ready IS NULL THEN
+        RETURN 0;
+    END IF;
+    -- Lock them and keep those still nominated: a concurrent release may
+    -- have placed one, a cancel cancelled it. The state test must be in the
+    -- locking query itself: after waiting for a lock, READ COMMITTED checks
+    -- its WHERE against the row as committed, while a join would read the
+    -- version of this statement's snapshot.
+    SELECT array_agg(l.id ORDER BY l.id) INTO ready
+      FROM (SELECT g.id FROM gangsched.gangs g
+             WHERE g.id = ANY (ready) AND g.state = 'nominated'
+             ORDER BY g.id FOR UPDATE) l;
+    IF ready IS NULL THEN
+        RETURN 0;
+    END IF;
+    -- the clock rule: stamped after the locking read saw the victims' releases
+    t := gangsched.now();
+    -- one job at a time, so that a team's second preemptor counts the first
+    FOREACH jid IN ARRAY ready LOOP
+        UPDATE gangsched.gangs g
+           SET borrowed = gangsched._beyond_nominal(
+                   g.team_id, p.pool_id,
+                   ARRAY[g.workers * g.gpus, g.workers * g.cpus, g.workers * g.mem_gb, g.workers * g.net_gbps],
+                   (SELECT ARRAY[COALESCE(sum(a.gpus), 0), COALESCE(sum(a.cpus), 0),
+                                 COALESCE(sum(a.mem_gb), 0), COALESCE(sum(a.net_gbps), 0)]
+                      FROM gangsched.allocations a JOIN gangsched.nodes n ON n.id = a.node_id
+                     WHERE upper_inf(a.during) AND a.team_id = g.team_id AND n.pool_id = p.pool_id))
+          FROM (SELECT (SELECT n.pool_id FROM gangsched.holds h JOIN gangsched.nodes n ON n.id = h.node_id
+                         WHERE h.job = jid LIMIT 1) AS pool_id) p
+         WHERE g.id = jid;
+        INSERT INTO gangsched.allocations (job, worker, node_id, team_id, devices, first_slice, slices, gpus, cpus,
+                                           mem_gb, net_gbps, borrowed, during)
+        SELECT h.job, h.worker, h.node_id, g.team_id, h.devices, h.first_slice, h.slices, g.gpus, h.cpus,
+               h.mem_gb, h.net_gbps, g.borrowed, tstzrange(t, NULL)
+          FROM gangsched.holds h JOIN gangsched.gangs g ON g.id = h.job
+         WHERE h.job = jid;
+    END LOOP;
+    INSERT INTO gangsched.held_slots (node_id, slot, job, worker)
+    SELECT h.node_id, s.slot, h.job, h.worker
+      FROM gangsched.holds h, gangsched._slots(h.devices, h.first_slice, h.slices) s
+     WHERE h.job = ANY (ready);
+    -- an elastic gang's notice carries the size it starts at (docs/elastic.md)
+    PERFORM pg_notify('gangsched_node_' || x.node_id,
+                      CASE WHEN x.min_replicas IS NULL THEN json_build_object('event', 'start', 'job', x.job)
+                           ELSE json_build_object('event', 'start', 'job', x.job, 'world_size', x.workers,
+                                                  'replicas', x.workers / (x.group_size * x.stages)) END::text)
+       FROM (SELECT DISTINCT h.job, h.node_id, g.workers, g.min_replicas, g.group_size, g.stages
+               FROM gangsched.holds h JOIN gangsched.gangs g ON g.id = h.job
+              WHERE h.job = ANY (ready) ORDER BY 1, 2) x;
+    DELETE FROM gangsched.holds WHERE job = ANY (ready);
+    -- the events and their counts for gangsched.metrics (the events
+    -- trigger leaves 'placed' to its writers: sql/src/75_metrics.sql)
+    WITH p AS (
+        UPDATE gangsched.gangs g
+           SET state = 'placed', placed_at = t, started_at = NULL, started_nodes = '{}', reason = NULL
+         WHERE g.id = ANY (ready) AND g.state = 'nominated'
+        RETURNING g.id, g.team_id, g.borrowed, g.queued_at),
+    c AS (
+        INSERT INTO gangsched.metric_deltas (name, team_id, label, value)
+        SELECT x.name, p.team_id, x.label, sum(x.value)
+          FROM p CROSS JOIN LATERAL gangsched._event_counts('placed', NULL, NULL, date_part('epoch', t - p.queued_at)) x
+         GROUP BY 1, 2, 3)
+    INSERT INTO gangsched.events (at, kind, job, team_id, reason)
+    SELECT t, 'placed', p.id, p.team_id,
+           CASE WHEN p.borrowed THEN 'placed on the capacity its victims released, as borrowed capacity'
+                ELSE 'placed on the capacity its victims released, within nominal quota' END
+      FROM p;
+    RETURN cardinality(ready);
+END $$;
+
+-- Kill victims whose grace deadline has passed: their allocations end, the
+-- work since their last checkpoint is lost, their agents are told to kill,
+-- and they go back to pending at their old queue position. Shrinks past
+-- their deadline kill their released workers and complete. Then place the
+-- preemptors that no longer wait for anyone. Returns victims killed.
+--
+-- The victims' rows are locked first, and a victim whose row is locked is
+-- skipped: its release is in progress (job_released locks the row before
+-- it ends the allocations; waiting for it here while holding the
+-- allocations would deadlock), and that release requeues it and places
+-- its preemptor. If the release rolls back, the next round kills it.
+CREATE OR REPLACE FUNCTION gangsched._kill_overdue() RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+    overdue bigint[];
+    n       int;
+BEGIN
+    SELECT array_agg(l.id ORDER BY l.id) INTO overdue
+      FROM (SELECT g.id FROM gangsched.gangs g
+             WHERE g.state = 'preempting' AND g.preempt_deadline <= gangsched.now()
+               AND g.preempted_for IS NOT NULL   -- stopped for a time limit: 72_time.sql
+             ORDER BY g.id FOR UPDATE SKIP LOCKED) l;
+    n := gangsched._requeue_many(overdue, 'killed at its grace deadline', 'kill');
+    -- shrinks past their deadline (67_shrink.sql) complete too
+    PERFORM gangsched._shrink_kill_overdue();
+    PERFORM gangsched._place_ready_nominated();
+    RETURN n;
+END $$;
+
+-- What node `node` should be running now, one row per worker placed there:
+-- for an agent that starts, reconnects or missed notifications. `action` is
+-- what the agent must make true: 'start' (placed, not yet confirmed by this
+-- node), 'run' (confirmed), 'preempt' (stop by `deadline`, then job_released).
+-- A job with a time limit has `limit_at`, when the limit ends (placed_at +
+-- time_limit), and `limit_seconds_left` until then: at that time it is told
+-- to preempt with its grace, and it fails with reason 'time limit'
+-- (docs/time.md). NULL for jobs without a limit. A shrinking elastic gang
+-- (docs/elastic.md#shrinking): its released workers have action 'shrink'
+-- (stop them by `deadline`, then workers_released), and every row of it
+-- has the world size after the shrink.
+CREATE OR REPLACE FUNCTION gangsched.node_work(node text)
+RETURNS TABLE (job bigint, action text, state text, worker int, local_rank int, local_world_size int,
+               world_size int, devices int[], first_slice int, slices int, cpus numeric, mem_gb numeric,
+               net_gbps numeric, command text, rank0_node text, deadline timestamptz, placed_at timestamptz,
+               gpus numeric, seconds_left float8, time_limit interval, limit_at timestamptz,
+               limit_seconds_left float8)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    n gangsched.nodes := gangsched._node(node);
+BEGIN
+    PERFORM gangsched._require_node(n.id, node, 'read the work');
+    RETURN QUERY
+    SELECT a.job,
+           CASE WHEN g.state = 'preempting' THEN 'preempt'
+                WHEN a.worker >= g.shrink_to THEN 'shrink'
+                WHEN n.id = ANY (g.started_nodes) THEN 'run'
+                ELSE 'start' END,
+           g.state, a.worker,
+           (row_number() OVER (PARTITION BY a.job ORDER BY a.worker) - 1)::int,
+           (count(*) OVER (PARTITION BY a.job))::int,
+           COALESCE(g.shrink_to, g.workers), a.devices, a.first_slice, a.slices, a.cpus, a.mem_gb, a.net_gbps, g.command,
+           (SELECT n0.name FROM gangsched.allocations a0 JOIN gangsched.nodes n0 ON n0.id = a0.node_id
+             WHERE a0.job = a.job AND a0.worker = 0 AND upper_inf(a0.during)),
+           CASE WHEN a.worker >= g.shrink_to THEN g.shrink_deadline ELSE g.preempt_deadline END, g.placed_at, g.gpus,
+           extract(epoch FROM CASE WHEN a.worker >= g.shrink_to THEN g.shrink_deadline ELSE g.preempt_deadline END
+                              - gangsched.now())::float8,
+           g.time_limit, g.placed_at + g.time_limit,
+           extract(epoch FROM g.placed_at + g.time_limit - gangsched.now())::float8
+      FROM gangsched.allocations a JOIN gangsched.gangs g ON g.id = a.job
+     WHERE a.node_id = n.id AND upper_inf(a.during) AND g.state IN ('placed', 'running', 'preempting')
+     ORDER BY a.job, a.worker;
+END $$;
+
+-- One row per violation; none when healthy. Numbers as in docs/invariants.md.
+-- jit is off: the unnest/generate_series estimates make the plan look costly
+-- enough to JIT-compile (seconds) although the rows are few.
+CREATE OR REPLACE FUNCTION gangsched.check_invariants()
+RETURNS TABLE (invariant int, job bigint, node text, detail text)
+LANGUAGE sql STABLE SET jit = off AS $$
+WITH cur AS (
+    SELECT a.*, n.name AS node_name, n.topology
+      FROM gangsched.allocations a JOIN gangsched.nodes n ON n.id = a.node_id
+     WHERE upper_inf(a.during)),
+cur_slots AS (
+    SELECT c.job, c.worker, c.node_id, s.device, s.slot
+      FROM cur c, gangsched._slots(c.devices, c.first_slice, c.slices) s),
+hist_slots AS (
+    SELECT a.id, a.job, a.node_id, s.slot, a.during
+      FROM gangsched.allocations a, gangsched._slots(a.devices, a.first_slice, a.slices) s),
+hist_ordered AS (
+    SELECT h.*, lag(upper(h.during)) OVER w AS prev_upper, lag(h.job) OVER w AS prev_job
+      FROM hist_slots h WINDOW w AS (PARTITION BY h.node_id, h.slot ORDER BY lower(h.during), upper(h.during)))
+-- 1. slices: held rows match current allocations; no overlap in history;
+--    slices stay within their device.
+SELECT 1, cs.job, n.name, format('slot %s (device %s) of a current allocation is not in held_slots', cs.slot, cs.device)
+  FROM cur_slots cs JOIN gangsched.nodes n ON n.id = cs.node_id
+ WHERE NOT EXISTS (SELECT FROM gangsched.held_slots h WHERE h.node_id = cs.node_id AND h.slot = cs.slot AND h.job = cs.job AND h.worker = cs.worker)
+UNION ALL
+SELECT 1, h.job, COALESCE(n.name, '#' || h.node_id), format('held slot %s belongs to no current allocation of job %s', h.slot, h.job)
+  FROM gangsched.held_slots h LEFT JOIN gangsched.nodes n ON n.id = h.node_id
+ WHERE NOT EXISTS (SELECT FROM cur_slots cs WHERE cs.node_id = h.node_id AND cs.slot = h.slot AND cs.job = h.job AND cs.worker = h.worker)
+UNION ALL
+SELECT 1, o.job, n.name, format('device slot %s held by jobs %s and %s at overlapping times: job %s until %s, job %s from %s',
+                                o.slot, o.prev_job, o.job, o.prev_job, o.prev_upper, o.job, lower(o.during))
+  FROM hist_ordered o JOIN gangsched.nodes n ON n.id = o.node_id
+ WHERE o.prev_upper > lower(o.during)
+UNION ALL
+SELECT 1, c.job, c.node_name, CASE WHEN d.device >= n.gpus OR d.device < 0
+                                   THEN format('allocation %s uses device %s but the node has %s', c.id, d.device,
+                                               CASE WHEN n.gpus = 0 THEN 'no devices' ELSE format('devices 0..%s', n.gpus - 1) END)
+                                   ELSE format('allocation %s uses slices %s..%s of device %s, which has slices 0..%s',
+                                               c.id, c.first_slice, c.first_slice + c.slices - 1, d.device, n.gpu_slices - 1) END
+  FROM cur c JOIN gangsched.nodes n ON n.id = c.node_id, unnest(c.devices) d(device)
+ WHERE d.device >= n.gpus OR d.device < 0 OR c.first_slice < 0 OR c.first_slice + c.slices > n.gpu_slices
+UNION ALL
+-- 2. host resources not over-committed
+SELECT 2, NULL, n.name, format('node over-committed: cpus %s/%s, mem_gb %s/%s, net_gbps %s/%s',
+                               s.cpus, n.cpus, s.mem, n.mem_gb, s.net, n.net_gbps)
+  FROM (SELECT node_id, sum(cpus) cpus, sum(mem_gb) mem, sum(net_gbps) net FROM cur GROUP BY node_id) s
+  JOIN gangsched.nodes n ON n.id = s.node_id
+ WHERE s.cpus > n.cpus OR s.mem > n.mem_gb OR s.net > n.net_gbps
+UNION ALL
+-- 3. live jobs hold exactly their workers, in shape; other jobs hold nothing
+SELECT 3, j.id, NULL, format('job is %s and holds %s allocations (ranks %s distinct) for %s workers',
+                             j.state, COALESCE(s.n, 0), COALESCE(s.ranks, 0), j.workers)
+  FROM gangsched.gangs j
+  LEFT JOIN (SELECT c.job, count(*) n, count(DISTINCT c.worker) FILTER (WHERE c.worker < g.workers) ranks
+               FROM cur c JOIN gangsched.gangs g ON g.id = c.job GROUP BY c.job) s ON s.job = j.id
+ WHERE (j.state IN ('placed', 'running', 'preempting') AND (s.n IS DISTINCT FROM j.workers OR s.ranks IS DISTINCT FROM j.workers::bigint))
+    OR (j.state NOT IN ('placed', 'running', 'preempting') AND s.n > 0)
+UNION ALL
+SELECT 3, a.job, CASE WHEN n.id IS NULL THEN '#' || a.node_id ELSE n.name END,
+       format('current allocation %s belongs to %s', a.id,
+              CASE WHEN n.id IS NULL THEN 'a node that does not exist' ELSE 'a job that does not exist' END)
+  FROM gangsched.allocations a LEFT JOIN gangsched.nodes n ON n.id = a.node_id
+ WHERE upper_inf(a.during)
+   AND (n.id IS NULL OR NOT EXISTS (SELECT FROM gangsched.gangs g WHERE g.id = a.job))
+UNION ALL
+SELECT 3, c.job, c.node_name, format('worker %s holds %s GPUs (%s devices × %s slices), %s cpus, %s mem_gb, %s net_gbps; the job asks for %s, %s, %s, %s',
+                                     c.worker, c.gpus, cardinality(c.devices), c.slices, c.cpus, c.mem_gb, c.net_gbps, j.gpus, j.cpus, j.mem_gb, j.net_gbps)
+       || CASE WHEN j.gpus > 0 AND j.gpu_model IS NOT NULL AND n.gpu_model IS DISTINCT FROM j.gpu_model
+               THEN format('; the node''s devices are %s, the job asks for %s', COALESCE(n.gpu_model, 'of no model'), j.gpu_model) ELSE '' END
+       || CASE WHEN j.gpus > 0 AND j.gpu_mem_gb IS NOT NULL AND COALESCE(n.gpu_mem_gb, 0) < j.gpu_mem_gb
+               THEN format('; the node''s devices have %s GB, the job asks for %s', COALESCE(n.gpu_mem_gb, 0), j.gpu_mem_gb) ELSE '' END
+       || CASE WHEN j.pool_id IS NOT NULL AND n.pool_id <> j.pool_id THEN '; the node is outside the job''s pool' ELSE '' END
+  FROM cur c JOIN gangsched.gangs j ON j.id = c.job JOIN gangsched.nodes n ON n.id = c.node_id
+ WHERE c.cpus <> j.cpus OR c.mem_gb <> j.mem_gb OR c.net_gbps <> j.net_gbps OR c.gpus <> j.gpus
+    OR (j.gpus >= 1 AND (cardinality(c.devices) <> j.gpus OR c.first_slice <> 0 OR c.slices <> n.gpu_slices))
+    OR (j.gpus > 0 AND j.gpus < 1 AND (cardinality(c.devices) <> 1 OR c.slices <> gangsched._slices_needed(j.gpus, n.gpu_slices)))
+    OR (j.gpus = 0 AND cardinality(c.devices) <> 0)
+    OR (j.gpus > 0 AND j.gpu_model IS NOT NULL AND n.gpu_model IS DISTINCT FROM j.gpu_model)
+    OR (j.gpus > 0 AND j.gpu_mem_gb IS NOT NULL AND COALESCE(n.gpu_mem_gb, 0) < j.gpu_mem_gb)
+    OR (j.pool_id IS NOT NULL AND n.pool_id <> j.pool_id)
+UNION ALL
+SELECT 3, s.job, NULL, format('%s %s spans %s %s domains', s.what, s.k, s.domains, COALESCE(gangsched._level_name(s.depth), 'pool'))
+  FROM (SELECT c.job, 'tensor group' what, c.worker / j.group_size k, j.group_span depth,
+               count(DISTINCT gangsched._domain(c.topology, c.node_name, j.group_span)) domains
+          FROM cur c JOIN gangsched.gangs j ON j.id = c.job GROUP BY 1, 2, 3, 4
+        UNION ALL
+        SELECT c.job, 'pipeline replica', c.worker / (j.group_size * j.stages), j.stage_span,
+               count(DISTINCT gangsched._domain(c.topology, c.node_name, j.stage_span))
+          FROM cur c JOIN gangsched.gangs j ON j.id = c.job WHERE j.stage_span IS NOT NULL GROUP BY 1, 2, 3, 4
+        UNION ALL
+        SELECT c.job, 'gang', 0, j.span, count(DISTINCT gangsched._domain(c.topology, c.node_name, j.span))
+          FROM cur c JOIN gangsched.gangs j ON j.id = c.job WHERE j.span IS NOT NULL GROUP BY 1, 2, 3, 4
+        UNION ALL
+        SELECT c.job, 'gang', 0, NULL::smallint, count(DISTINCT n.pool_id)
+          FROM cur c JOIN gangsched.nodes n ON n.id = c.node_id GROUP BY 1, 2, 3, 4) s
+ WHERE s.domains > 1
+UNION ALL
+SELECT 3, c.job, c.node_name, format('worker %s of a %s job is on a node that does not cache %s', c.worker, j.locality, j.dataset)
+  FROM cur c JOIN gangsched.gangs j ON j.id = c.job
+ WHERE j.locality = 'required'
+   AND NOT EXISTS (SELECT FROM gangsched.datasets d WHERE d.node_id = c.node_id AND d.dataset = j.dataset)
+UNION ALL
+-- 4. allocation time ranges inside the job's placed interval; history guards on
+SELECT 4, a.job, NULL, format('allocation %s (%s) lies outside job''s placed interval [%s, %s)', a.id, a.during,
+                              COALESCE(j.placed_at, j.submitted_at), j.finished_at)
+  FROM gangsched.allocations a JOIN gangsched.gangs j ON j.id = a.job
+ WHERE lower(a.during) < j.submitted_at
+    -- a current allocation began with the placement; an elastic gang's
+    -- grown workers later (docs/elastic.md), never before it
+    OR (upper_inf(a.during) AND lower(a.during) IS DISTINCT FROM j.placed_at
+        AND NOT (j.min_replicas IS NOT NULL AND lower(a.during) > j.placed_at))
+    OR (j.finished_at IS NOT NULL AND upper(a.during) > j.finished_at)
+UNION ALL
+SELECT 4, j.id, NULL, 'job''s times are out of order: ' || concat_ws('; ',
+           CASE WHEN j.queued_at < j.submitted_at THEN format('queued at %s, before it was submitted at %s', j.queued_at, j.submitted_at) END,
+           CASE WHEN j.placed_at < j.queued_at THEN format('placed at %s, before it was queued at %s', j.placed_at, j.queued_at) END,
+           CASE WHEN j.started_at < j.placed_at THEN format('started at %s, before it was placed at %s', j.started_at, j.placed_at) END,
+           CASE WHEN j.finished_at < COALESCE(j.placed_at, j.queued_at)
+                THEN format('finished at %s, before it was %s at %s', j.finished_at,
+                            CASE WHEN j.placed_at IS NOT NULL THEN 'placed' ELSE 'queued' END, COALESCE(j.placed_at, j.queued_at)) END)
+  FROM gangsched.gangs j
+ WHERE j.queued_at < j.submitted_at OR j.placed_at < j.queued_at OR j.started_at < j.placed_at
+    OR j.finished_at < COALESCE(j.placed_at, j.queued_at)
+UNION ALL
+SELECT 4, a.job, NULL, format('allocation %s (%s) belongs to a job that does not exist', a.id, a.during)
+  FROM gangsched.allocations a
+ WHERE NOT EXISTS (SELECT FROM gangsched.gangs g WHERE g.id = a.job)
+UNION ALL
+SELECT 4, NULL, NULL, format('history guard trigger %s on %s is missing or disabled', g.tgname, g.rel)
+  FROM (VALUES ('allocations_update_guard', 'gangsched.allocations'), ('allocations_delete_guard', 'gangsched.allocations'),
+               ('events_append_only', 'gangsched.events'), ('allocations_archive_guard', 'gangsched.allocations'),
+               ('events_archive_guard', 'gangsched.events'), ('gangs_archive_guard', 'gangsched.gangs'),
+               ('gangs_truncate_guard', 'gangsched.gangs')) g(tgname, rel)
+ WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_trigger t
+                    WHERE t.tgrelid = g.rel::regclass AND t.tgname = g.tgname AND t.tgenabled IN ('O', 'A'))
+UNION ALL
+-- 5. a nominated job's held capacity is not allocated to another job
+--    (victims still draining excepted: its own, or those of an earlier
+--    preemptor of the same round whose rest it waits for, as its
+--    'nominated' event records them in waits_for)
+SELECT 5, h.job, n.name, format('slot %s held for nominated job %s is allocated to job %s (%s)', hs.slot, h.job, hs.job, v.state)
+  FROM gangsched.holds h JOIN gangsched.nodes n ON n.id = h.node_id
+ CROSS JOIN LATERAL gangsched._slots(h.devices, h.first_slice, h.slices) s
+  JOIN gangsched.held_slots hs ON hs.node_id = h.node_id AND hs.slot = s.slot
+  JOIN gangsched.gangs v ON v.id = hs.job
+ WHERE hs.job <> h.job
+   AND NOT (v.state = 'preempting'
+            AND (v.preempted_for = h.job
+                 OR EXISTS (SELECT FROM gangsched.events e
+                             WHERE e.job = h.job AND e.kind = 'nominated'
+                               AND e.detail->'waits_for' @> to_jsonb(v.id))))
+   -- a shrinking gang's released workers, until they go (docs/elastic.md#shrinking)
+   AND NOT COALESCE(hs.worker >= v.shrink_to
+                    AND (v.shrink_for = h.job
+                         OR EXISTS (SELECT FROM gangsched.events e
+                                     WHERE e.job = h.job AND e.kind = 'nominated'
+                                       AND e.detail->'waits_for' @> to_jsonb(v.id))), false)
+UNION ALL
+SELECT 5, NULL, n.name, format('node over-committed with the capacity held on it: held cpus %s, mem_gb %s, net_gbps %s, allocated to others %s, %s, %s; the node has %s, %s, %s',
+                               h.cpus, h.mem, h.net, COALESCE(o.cpus, 0), COALESCE(o.mem, 0), COALESCE(o.net, 0), n.cpus, n.mem_gb, n.net_gbps)
+  FROM (SELECT node_id, sum(cpus) cpus, sum(mem_gb) mem, sum(net_gbps) net FROM gangsched.holds GROUP BY node_id) h
+  JOIN gangsched.nodes n ON n.id = h.node_id
+  LEFT JOIN (SELECT c.node_id, sum(c.cpus) cpus, sum(c.mem_gb) mem, sum(c.net_gbps) net
+               FROM cur c JOIN gangsched.gangs v ON v.id = c.job
+              WHERE NOT (v.state = 'preempting'
+                         AND EXISTS (SELECT FROM gangsched.holds h2
+                                      WHERE h2.node_id = c.node_id
+                                        AND (h2.job = v.preempted_for
+                                             OR EXISTS (SELECT FROM gangsched.events e
+                                                         WHERE e.job = h2.job AND e.kind = 'nominated'
+                                                           AND e.detail->'waits_for' @> to_jsonb(v.id)))))
+                AND NOT COALESCE(c.worker >= v.shrink_to
+                                 AND EXISTS (SELECT FROM gangsched.holds h2
+                                              WHERE h2.node_id = c.node_id
+                                                AND (h2.job = v.shrink_for
+                                                     OR EXISTS (SELECT FROM gangsched.events e
+                                                                 WHERE e.job = h2.job AND e.kind = 'nominated'
+                                                                   AND e.detail->'waits_for' @> to_jsonb(v.id)))), false)
+              GROUP BY c.node_id) o ON o.node_id = h.node_id
+ WHERE h.cpus + COALESCE(o.cpus, 0) > n.cpus OR h.mem + COALESCE(o.mem, 0) > n.mem_gb OR h.net + COALESCE(o.net, 0) > n.net_gbps
+UNION ALL
+SELECT 5, h.job, NULL, format('job holds capacity but is %s', j.state)
+  FROM (SELECT DISTINCT job FROM gangsched.holds) h JOIN gangsched.gangs j ON j.id = h.job
+ WHERE j.state <> 'nominated'
+UNION ALL
+SELECT 5, h.job, n.name, format('two nominated jobs hold slot %s', s.slot)
+  FROM gangsched.holds h JOIN gangsched.nodes n ON n.id = h.node_id,
+       gangsched._slots(h.devices, h.first_slice, h.slices) s
+ WHERE EXISTS (SELECT FROM gangsched.holds h2, gangsched._slots(h2.devices, h2.first_slice, h2.slices) s2
+                WHERE h2.node_id = h.node_id AND h2.job < h.job AND s2.slot = s.slot)
+UNION ALL
+-- 6. inventory: each node's device rows are exactly its declared GPUs, and
+--    its equivalence class has its shape (admission reasons over classes).
+SELECT 6, NULL, n.name, format('node declares %s GPUs of %s slices but its device rows are %s', n.gpus, n.gpu_slices,
+                               COALESCE(dv.list, 'none'))
+  FROM gangsched.nodes n
+  LEFT JOIN LATERAL (SELECT count(*) AS cnt, string_agg(d.idx || ':' || d.slices, ', ' ORDER BY d.idx) AS list,
+                            bool_and(d.idx < n.gpus AND d.slices = n.gpu_slices) AS ok
+                       FROM gangsched.devices d WHERE d.node_id = n.id) dv ON true
+ WHERE dv.cnt <> n.gpus OR NOT COALESCE(dv.ok, true)
+UNION ALL
+SELECT 6, NULL, n.name, format('node''s shape (pool %s, %s cpus, %s GB, %s Gb/s, %s GPUs) differs from its class %s',
+                               n.pool_id, n.cpus, n.mem_gb, n.net_gbps, n.gpus, n.class_id)
+  FROM gangsched.nodes n JOIN gangsched.node_classes c ON c.id = n.class_id
+ WHERE (n.pool_id, n.cpus, n.mem_gb, n.net_gbps, n.gpus, n.gpu_model, n.gpu_mem_gb, n.gpu_slices)
+       IS DISTINCT FROM (c.pool_id, c.cpus, c.mem_gb, c.net_gbps, c.gpus, c.gpu_model, c.gpu_mem_gb, c.gpu_slices)
+UNION ALL
+-- 7. the privilege boundary: no role but the owner may write gangsched's
+--    tables or sequences (operators may read them, the other roles only the
+--    views), nobody else may create in its schema, PUBLIC executes nothing.
+SELECT 7, NULL, NULL, format('%s has %s on %s', CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_get_userbyid(a.grantee) END,
+                             a.privilege_type, c.oid::regclass)
+  FROM pg_catalog.pg_class c CROSS JOIN LATERAL aclexplode(c.relacl) a
+ WHERE c.relnamespace = 'gangsched'::regnamespace AND c.relkind IN ('r', 'p', 'S', 'v', 'm')
+   AND a.grantee <> c.relowner
+   AND NOT (a.grantee <> 0 AND (SELECT rolsuper FROM pg_catalog.pg_roles WHERE oid = a.grantee))
+   AND NOT (a.privilege_type = 'SELECT' AND a.grantee <> 0
+            AND pg_get_userbyid(a.grantee) = 'gangsched_operator')
+   AND NOT (a.privilege_type = 'SELECT' AND c.relkind = 'v' AND a.grantee <> 0
+            AND pg_get_userbyid(a.grantee) IN ('gangsched_portal', 'gangsched_analyst'))
+UNION ALL
+SELECT 7, NULL, NULL, format('%s may %s in schema gangsched', CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_get_userbyid(a.grantee) END,
+                             a.privilege_type)
+  FROM pg_catalog.pg_namespace s CROSS JOIN LATERAL aclexplode(s.nspacl) a
+ WHERE s.nspname = 'gangsched' AND a.grantee <> s.nspowner
+   AND NOT (a.privilege_type = 'USAGE' AND a.grantee <> 0
+            AND pg_get_userbyid(a.grantee) IN ('gangsched_operator', 'gangsched_portal', 'gangsched_agent', 'gangsched_analyst'))
+UNION ALL
+SELECT 7, NULL, NULL, format('PUBLIC may execute %s', p.oid::regprocedure)
+  FROM pg_catalog.pg_proc p
+ WHERE p.pronamespace = 'gangsched'::regnamespace
+   AND (p.proacl IS NULL OR EXISTS (SELECT FROM aclexplode(p.proacl) a WHERE a.grantee = 0))
+UNION ALL
+-- 8. dependencies: only pending jobs wait, and only for jobs of their own
+--    team that they listed and that have not ended (58_dependencies.sql)
+SELECT 8, g.id, NULL,
+       CASE WHEN g.state <> 'pending' THEN format('job is %s but still waits for jobs %s', g.state, g.waiting_for)
+            WHEN NOT (g.waiting_for <@ COALESCE(g.after_jobs, '{}')) THEN
+                 format('job waits for jobs %s but listed only %s', g.waiting_for, COALESCE(g.after_jobs, '{}'))
+            ELSE format('job waits for job %s, which %s', x.id,
+                        CASE WHEN x.state IS NULL THEN 'does not exist'
+                             WHEN x.team_id <> g.team_id THEN 'belongs to another team'
+                             ELSE 'has ended (' || x.state || ')' END) END
+  FROM gangsched.gangs g
+  LEFT JOIN LATERAL (SELECT w.id, d.state, d.team_id FROM unnest(g.waiting_for) w(id)
+                       LEFT JOIN gangsched.gangs d ON d.id = w.id
+                      WHERE d.id IS NULL OR d.team_id <> g.team_id
+                         OR d.state IN ('finished', 'failed', 'cancelled', 'expired')
+                      ORDER BY w.id LIMIT 1) x ON true
+ WHERE g.waiting_for IS NOT NULL
+   AND (g.state <> 'pending' OR NOT (g.waiting_for <@ COALESCE(g.after_jobs, '{}')) OR x.id IS NOT NULL)
+UNION ALL
+-- 9. the team tree (docs/fairness.md, "Team trees"): every team is reached
+--    from a top-level team (no cycle), only leaf teams have live jobs, and
+--    the GPUs of the nearest quotas below a team's quota in a pool fit in it
+SELECT 9, NULL, NULL, format('team %s is not reached from a top-level team (its parents form a cycle)', t.name)
+  FROM gangsched.teams t
+ WHERE NOT EXISTS (SELECT FROM gangsched._team_tree x WHERE x.team_id = t.id)
+UNION ALL
+SELECT 9, g.id, NULL, format('job of team %s, which has subteams, is %s', t.name, g.state)
+  FROM gangsched.gangs g JOIN gangsched.teams t ON t.id = g.team_id
+ WHERE g.state IN ('pending', 'nominated', 'placed', 'running', 'preempting')
+   AND EXISTS (SELECT FROM gangsched.teams c WHERE c.parent_id = g.team_id)
+UNION ALL
+SELECT 9, NULL, NULL, format('the teams below %s hold %s GPUs of nominal quota in pool %s, more than its %s',
+                             pt.name, k.below, pl.name, pq.gpus)
+  FROM (SELECT gangsched._quota_parent(q.team_id, q.pool_id) AS parent, q.pool_id, sum(q.gpus) AS below
+          FROM gangsched.quotas q
+          -- teams reached from the top only: a cycle is reported above,
+          -- and walking up one would not end
+          JOIN gangsched._team_tree t ON t.team_id = q.team_id
+         WHERE t.parent_id IS NOT NULL
+         GROUP BY 1, 2) k
+  JOIN gangsched.quotas pq ON pq.team_id = k.parent AND pq.pool_id = k.pool_id
+  JOIN gangsched.teams pt ON pt.id = k.parent
+  JOIN gangsched.pools pl ON pl.id = k.pool_id
+ WHERE k.below > pq.gpus
+UNION ALL
+-- 10. reservations and maintenance windows (docs/time.md): no allocation
+--     begins on a booked node inside the window for a job the booking does
+--     not permit (a maintenance window permits none; a reservation its
+--     team's subtree and the jobs that name it), and no node is in two
+--     bookings at overlapping times
+SELECT 10, a.job, n.name,
+       format('allocation begun at %s lies inside %s %s (%s to %s)', lower(a.during),
+              CASE WHEN b.team_id IS NULL THEN 'maintenance window' ELSE 'reservation' END, b.name, b.starts, b.ends)
+  FROM gangsched.bookings b
+  JOIN gangsched.allocations a ON a.node_id = ANY (b.node_ids) AND lower(a.during) >= b.starts AND lower(a.during) < b.ends
+  JOIN gangsched.gangs g ON g.id = a.job
+  JOIN gangsched.nodes n ON n.id = a.node_id
+ WHERE b.team_id IS NULL
+    OR NOT (g.reservation_id IS NOT DISTINCT FROM b.id
+            OR g.team_id IN (WITH RECURSIVE s(id) AS (SELECT b.team_id
+                                                      UNION
+                                                      SELECT t.id FROM s JOIN gangsched.teams t ON t.parent_id = s.id)
+                             SELECT s.id FROM s))
+UNION ALL
+SELECT 10, NULL, n.name, format('the node is in %s and %s at overlapping times', b1.name, b2.name)
+  FROM gangsched.bookings b1
+  JOIN gangsched.bookings b2 ON b1.id < b2.id AND b1.node_ids && b2.node_ids AND b1.starts < b2.ends AND b2.starts < b1.ends
+  JOIN gangsched.nodes n ON n.id = ANY (b1.node_ids) AND n.id = ANY (b2.node_ids)
+UNION ALL
+-- 11. elastic gangs (docs/elastic.md): a job holds (or, nominated, is held
+--     capacity for) a whole number of replicas between its minimum and its
+--     maximum, and asks for its maximum while it waits; each replica's
+--     groups are whole (invariant 3 checks their ranks and domains)
+SELECT 11, g.id, NULL, format('elastic job is %s with %s workers; replicas of %s workers from %s to %s are allowed%s',
+                              g.state, g.workers, g.group_size * g.stages, g.min_replicas,
+                              g.max_workers / (g.group_size * g.stages),
+                              CASE WHEN g.state = 'pending' THEN format(', and a waiting job asks for all %s', g.max_workers) ELSE '' END)
+  FROM gangsched.gangs g
+ WHERE g.min_replicas IS NOT NULL
+   AND (g.max_workers IS NULL OR g.workers % (g.group_size * g.stages) <> 0
+        OR g.workers < g.min_replicas * g.group_size * g.stages OR g.workers > g.max_workers
+        OR (g.state = 'pending' AND g.workers <> g.max_workers))
+UNION ALL
+SELECT 11, g.id, NULL, format('rigid job has max_workers %s', g.max_workers)
+  FROM gangsched.gangs g
+ WHERE g.min_replicas IS NULL AND g.max_workers IS NOT NULL
+UNION ALL
+-- a shrink pending: a running elastic gang gives back whole replicas at its
+-- end, keeping at least its minimum (docs/elastic.md#shrinking)
+SELECT 11, g.id, NULL, format('job is %s with %s workers and shrinks to %s; replicas of %s workers, at least %s',
+                              g.state, g.workers, g.shrink_to, g.group_size * g.stages, g.min_replicas)
+  FROM gangsched.gangs g
+ WHERE g.shrink_to IS NOT NULL
+   AND (g.state <> 'running' OR g.min_replicas IS NULL OR g.shrink_to >= g.workers
+        OR g.shrink_to % (g.group_size * g.stages) <> 0
+        OR g.shrink_to < g.min_replicas * g.group_size * g.stages)
+$$;
+
