@@ -15,6 +15,11 @@
 #   workers_released, the two remaining workers restart at world size 2
 #   from the checkpoint, and the reclaiming job runs; the agent is killed
 #   and restarted while the workers checkpoint, and finishes the shrink;
+# - at its minimum it is preempted whole; its agent is restarted while the
+#   server is down and leaves the checkpointing trainers alone;
+# - across two nodes: a grow onto a node new to the job, then a shrink that
+#   releases all of that node's workers while the other node restarts its
+#   workers at the new size;
 # - check_invariants() is empty at the end.
 use strict;
 use warnings;
@@ -351,6 +356,70 @@ is( sql("SELECT reason FROM gangsched.events WHERE job = $e AND kind = 'requeued
 	'the elastic job was released after a checkpoint');
 like(substr(agent_log($en), $alog), qr/job $e: released \(checkpointed = true; rank 0: exit 0, rank 1: exit 0\)/,
 	'reported by the restarted agent');
+
+sql("SELECT gangsched.cancel(job) FROM gangsched.jobs WHERE state NOT IN ('finished', 'failed', 'cancelled', 'expired')");
+
+# -------------------------------------------------------------------------
+# Across two nodes: a grow onto a node new to the job, then a shrink that
+# releases every worker of that node (its agent calls workers_released and
+# drops the job) while the other node's agent restarts the remaining
+# workers at world size 2 without releasing anything
+# -------------------------------------------------------------------------
+ok(poll_until("SELECT count(*) FROM gangsched.jobs WHERE state IN ('nominated', 'placed', 'running', 'preempting')", '0', 20),
+	'the cluster is empty again');
+my $x3 = sql("SELECT gangsched.submit('x', 1, 4, name => 'x-hold')");
+ok(poll_until("SELECT state FROM gangsched.jobs WHERE job = $x3", 'running', 20), 'x holds a whole node');
+my $na = sql("SELECT string_agg(DISTINCT node, ',') FROM gangsched.placements WHERE job = $x3");
+my $nb = $na eq 'n1' ? 'n2' : 'n1';
+my $e2 = sql(
+	"SELECT gangsched.submit('e', 4, 2, name => 'e-two-nodes', min_replicas => 2,
+	                         command => 'export TRAINER_STOP_DELAY=1; exec sh $trainer 100000 0.1')");
+ok(poll_until("SELECT state || ' ' || workers || ' ' || (SELECT string_agg(DISTINCT node, ',') FROM gangsched.placements WHERE job = $e2)
+                 FROM gangsched.jobs WHERE job = $e2", "running 2 $nb", 20),
+	"a second elastic job runs on 2 workers of 2 GPUs on $nb");
+ok(wait_for(sub { my $f = "$workdir/$e2/progress"; return -e $f && slurp_file($f) >= 3 }, 20, 'progress'), 'it trains');
+$log_from = length(trainer_log($e2));
+my %alog_at = map { ($_ => length(agent_log($_))) } ($na, $nb);
+sql("SELECT gangsched.cancel($x3)");
+ok(poll_until("SELECT string_agg(worker || '\@' || node, ',' ORDER BY worker) FROM (SELECT DISTINCT worker, node FROM gangsched.placements WHERE job = $e2) p",
+		"0\@$nb,1\@$nb,2\@$na,3\@$na", 20),
+	"it grows to 4 workers, ranks 2 and 3 on $na");
+ok( wait_for(sub { count_lines(trainer_since($e2, $log_from), qr/ start step=\d+ world=4 /) == 4 }, 20,
+		'four trainers at world size 4'),
+	'four trainers run at world size 4');
+$since = trainer_since($e2, $log_from);
+my ($c3) = $since =~ /rank=0 .* checkpoint step=(\d+) \(SIGTERM\)/;
+is(join(',', map { $since =~ /rank=$_ node=$nb .* start step=(\d+) world=4 local_rank=$_ / ? $1 : 'none' } 0, 1),
+	join(',', ($c3 // -1) x 2), "ranks 0 and 1 restarted on $nb from their checkpoint");
+like($since, qr/rank=2 node=$na .* start step=\d+ world=4 local_rank=0 /, "rank 2 started on $na, local rank 0");
+like($since, qr/rank=3 node=$na .* start step=\d+ world=4 local_rank=1 /, "rank 3 too, local rank 1");
+like(substr(agent_log($na), $alog_at{$na}), qr/job $e2: placed here; launching 2 of its 4 workers/,
+	"$na\'s agent launched the new workers of a job new to it");
+
+$log_from = length(trainer_log($e2));
+%alog_at = map { ($_ => length(agent_log($_))) } ($na, $nb);
+my $x4 = sql("SELECT gangsched.submit('x', 2, 2, name => 'x-reclaims-two')");
+ok(poll_until("SELECT state FROM gangsched.jobs WHERE job = $x4", 'running', 30), 'x reclaims 2 workers of 2 GPUs');
+is(sql("SELECT state || ' ' || workers || ' ' || preemptions FROM gangsched.jobs WHERE job = $e2"), 'running 2 0',
+	'the elastic job shrank to 2 workers');
+ok( wait_for(sub { count_lines(trainer_since($e2, $log_from), qr/ start step=\d+ world=2 /) == 2 }, 20,
+		'two trainers at world size 2'),
+	'two trainers run at world size 2');
+$since = trainer_since($e2, $log_from);
+like(substr(agent_log($na), $alog_at{$na}),
+	qr/job $e2: shrinking: workers released \(world size 4 -> 2, 2 -> 0 workers here\); SIGTERM to 2 local workers to stop them/,
+	"$na holds only released workers: its agent stops them");
+like(substr(agent_log($na), $alog_at{$na}),
+	qr/job $e2: shrunk; its released workers on this node stopped \(workers_released: 2 allocations ended\).*\n.*job $e2: no worker of it is left on this node/,
+	"$na\'s agent stopped the released ranks 2 and 3, called workers_released and dropped the job");
+like(substr(agent_log($nb), $alog_at{$nb}), qr/job $e2: resized \(world size 4 -> 2, 2 -> 2 workers here\)/,
+	"$nb\'s agent restarted ranks 0 and 1 at world size 2");
+unlike(substr(agent_log($nb), $alog_at{$nb}), qr/workers_released/, 'without releasing anything');
+my ($c4) = $since =~ /rank=0 .* checkpoint step=(\d+) \(SIGTERM\)/;
+is(join(',', map { $since =~ /rank=$_ node=$nb .* start step=(\d+) world=2 local_rank=$_ / ? $1 : 'none' } 0, 1),
+	join(',', ($c4 // -1) x 2), 'from their checkpoint');
+is(count_lines($since, qr/rank=[23] .* start step=/), 0, 'ranks 2 and 3 were not started again');
+is(sql('SELECT count(*) FROM gangsched.check_invariants()'), '0', 'invariants hold after the shrink across nodes');
 
 sql("SELECT gangsched.cancel(job) FROM gangsched.jobs WHERE state NOT IN ('finished', 'failed', 'cancelled', 'expired')");
 ok(wait_for(sub { scalar(tracked_process_groups()) == 0 }, 10, 'the agents to drop their records'),

@@ -613,8 +613,9 @@ begin_restart(Job *j, int new_world, int new_local, double kill_in, const char *
 	j->restarting = true;
 	j->restart_killed = false;
 	j->restart_kill_at = mono_now() + kill_in;
-	agent_log(LOG_INFO, "job %" PRId64 ": %s (world size %d -> %d, %d -> %d workers here); SIGTERM to %d local workers to restart them, SIGKILL in %.1f s",
-			  j->id, why, j->world_size, new_world, j->nworkers, new_local, job_live_workers(j), kill_in);
+	agent_log(LOG_INFO, "job %" PRId64 ": %s (world size %d -> %d, %d -> %d workers here); SIGTERM to %d local workers to %s, SIGKILL in %.1f s",
+			  j->id, why, j->world_size, new_world, j->nworkers, new_local, job_live_workers(j),
+			  new_local > 0 ? "restart them" : "stop them", kill_in);
 	job_signal(j, SIGTERM);
 	job_save(j);
 }
@@ -784,7 +785,7 @@ resync_job(Job *j, PGresult *res, int i, int nrows)
 		free(keep);
 		return;
 	}
-	begin_restart(j, nkeep > 0 ? keep[0].world_size : 0, nkeep,
+	begin_restart(j, atoi(PQgetvalue(res, i, C_WORLD)), nkeep,
 				  shrink_left >= 0 ? (shrink_left > KILL_MARGIN ? shrink_left - KILL_MARGIN : 0) : grace,
 				  nshrink > 0 ? "shrinking: workers released" : "resized");
 	free(keep);
