@@ -20,6 +20,7 @@
 # - across two nodes: a grow onto a node new to the job, then a shrink that
 #   releases all of that node's workers while the other node restarts its
 #   workers at the new size;
+# - workers that ignore SIGTERM are killed after the restart grace;
 # - check_invariants() is empty at the end.
 use strict;
 use warnings;
@@ -420,6 +421,40 @@ is(join(',', map { $since =~ /rank=$_ node=$nb .* start step=(\d+) world=2 local
 	join(',', ($c4 // -1) x 2), 'from their checkpoint');
 is(count_lines($since, qr/rank=[23] .* start step=/), 0, 'ranks 2 and 3 were not started again');
 is(sql('SELECT count(*) FROM gangsched.check_invariants()'), '0', 'invariants hold after the shrink across nodes');
+
+# -------------------------------------------------------------------------
+# Workers that do not stop within the restart grace (gangsched.default_grace,
+# here 2 s) are killed, and the restart goes on
+# -------------------------------------------------------------------------
+sql("SELECT gangsched.cancel(job) FROM gangsched.jobs WHERE state NOT IN ('finished', 'failed', 'cancelled', 'expired')");
+ok(poll_until("SELECT count(*) FROM gangsched.jobs WHERE state IN ('nominated', 'placed', 'running', 'preempting')", '0', 20),
+	'the cluster is empty again');
+sql("ALTER SYSTEM SET gangsched.default_grace = '2s'");
+sql("SELECT pg_reload_conf()");
+my $x5 = sql("SELECT gangsched.submit('x', 1, 4, name => 'x-hold-again')");
+ok(poll_until("SELECT state FROM gangsched.jobs WHERE job = $x5", 'running', 20), 'x holds a whole node');
+$na = sql("SELECT string_agg(DISTINCT node, ',') FROM gangsched.placements WHERE job = $x5");
+$nb = $na eq 'n1' ? 'n2' : 'n1';
+my $e3 = sql(
+	"SELECT gangsched.submit('e', 4, 2, name => 'e-slow-to-stop', min_replicas => 2,
+	                         command => 'export TRAINER_STOP_DELAY=600; exec sh $trainer 100000 0.1')");
+ok(poll_until("SELECT state || ' ' || workers FROM gangsched.jobs WHERE job = $e3", 'running 2', 20),
+	'a third elastic job runs on 2 workers');
+ok(wait_for(sub { count_lines(trainer_log($e3), qr/ start step=0 world=2 /) == 2 }, 10, 'two trainers'), 'two trainers');
+my @slow = trainer_pids($e3, 0, 1);
+$alog = length(agent_log($nb));
+sql("SELECT gangsched.cancel($x5)");
+ok( wait_for(sub { count_lines(trainer_log($e3), qr/ start step=\d+ world=4 /) == 4 }, 20,
+		'four trainers at world size 4'),
+	'it grows to 4 workers and four trainers run at world size 4');
+like(substr(agent_log($nb), $alog),
+	qr/job $e3: resized .* SIGKILL in 2\.0 s\n(.*\n)*.*job $e3: restart deadline reached with 2 local workers running; SIGKILL\n(.*\n)*.*job $e3: local workers stopped \(some killed at the restart's deadline\); starting 2 of its 4 workers at world size 4/,
+	"the two that ignored SIGTERM were killed after the restart grace (default_grace), then started again");
+is(alive(@slow), 0, 'they are gone');
+is(count_lines(trainer_log($e3), qr/checkpoint step=/), 0, 'without a checkpoint');
+is(sql("SELECT state FROM gangsched.jobs WHERE job = $e3"), 'running', 'the job runs on');
+sql("ALTER SYSTEM RESET gangsched.default_grace");
+sql("SELECT pg_reload_conf()");
 
 sql("SELECT gangsched.cancel(job) FROM gangsched.jobs WHERE state NOT IN ('finished', 'failed', 'cancelled', 'expired')");
 ok(wait_for(sub { scalar(tracked_process_groups()) == 0 }, 10, 'the agents to drop their records'),
