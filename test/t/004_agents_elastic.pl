@@ -21,6 +21,8 @@
 #   releases all of that node's workers while the other node restarts its
 #   workers at the new size;
 # - workers that ignore SIGTERM are killed after the restart grace;
+# - an agent killed while launching a job's workers: the next one kills
+#   what was launched and starts them all again;
 # - check_invariants() is empty at the end.
 use strict;
 use warnings;
@@ -453,6 +455,31 @@ like(substr(agent_log($nb), $alog),
 is(alive(@slow), 0, 'they are gone');
 is(count_lines(trainer_log($e3), qr/checkpoint step=/), 0, 'without a checkpoint');
 is(sql("SELECT state FROM gangsched.jobs WHERE job = $e3"), 'running', 'the job runs on');
+# An agent killed while it launches a job's workers leaves a record that
+# says so (as if it had been killed between two of them, simulated here by
+# editing the record): the next agent kills the workers launched and starts
+# them all again, rather than starting second copies
+my ($state_file) = glob("$workdir/.agent-$nb/job-$e3-*.state");
+ok(defined $state_file && slurp_file($state_file) =~ /^launching 0$/m, "$nb\'s record of the job says its launch is done");
+my @before = trainer_pids($e3, 0, 1);
+my $starts3 = count_lines(trainer_log($e3), qr/ start step=/);
+stop_agent($nb, 'KILL');
+{
+	my $text = slurp_file($state_file);
+	$text =~ s/^launching 0$/launching 1/m;
+	open(my $fh, '>', $state_file) or die "write $state_file: $!";
+	print $fh $text;
+	close($fh);
+}
+$alog = length(agent_log($nb));
+start_agent($nb);
+ok( wait_for(sub { count_lines(trainer_log($e3), qr/ start step=/) == $starts3 + 2 }, 20, 'the relaunch'),
+	'the restarted agent starts the two workers again');
+like(substr(agent_log($nb), $alog), qr/job $e3: the previous agent stopped while launching its workers; SIGKILL to the 2 it launched/,
+	'after killing the two it found');
+is(alive(@before), 0, 'the old two are gone');
+is(alive(trainer_pids($e3, 0, 1)), 2, 'two run, not four');
+is(sql("SELECT state || ' ' || workers FROM gangsched.jobs WHERE job = $e3"), 'running 4', 'the job runs on at 4 workers');
 sql("ALTER SYSTEM RESET gangsched.default_grace");
 sql("SELECT pg_reload_conf()");
 

@@ -63,6 +63,7 @@ typedef struct Job
 	Worker	   *w;
 	bool		start_reported; /* job_started succeeded */
 	int			world_size;		/* the world size its workers were started with (0: unknown) */
+	bool		launching;		/* job_launch under way (its state file says so until it is done) */
 	bool		restarting;		/* resized: SIGTERM sent, to start again at the new size */
 	double		restart_kill_at;	/* mono_now() time to SIGKILL a restart's stragglers */
 	bool		restart_killed; /* a restart's stragglers were SIGKILLed */

@@ -354,6 +354,22 @@ job_launch(Job *j, const WorkerSpec *specs, const char *command, const char *nod
 	}
 	if (j->nworkers > 0)
 		j->world_size = specs[0].world_size;
+	/*
+	 * The record is written before the first worker starts and after each
+	 * one: an agent killed halfway leaves a record that says so, and the
+	 * next one kills what was launched and starts the workers again
+	 * (workers_load_state), instead of starting a second copy of them.
+	 */
+	for (i = 0; i < j->nworkers; i++)
+	{
+		j->w[i].rank = specs[i].rank;
+		j->w[i].local_rank = specs[i].local_rank;
+		j->w[i].sup_pid = 0;
+		j->w[i].sup_start = 0;
+		j->w[i].pgid = 0;
+	}
+	j->launching = true;
+	job_save(j);
 	for (i = 0; i < j->nworkers; i++)
 	{
 		Worker	   *w = &j->w[i];
@@ -413,7 +429,10 @@ job_launch(Job *j, const WorkerSpec *specs, const char *command, const char *nod
 		w->pgid = wpid;
 		agent_log(LOG_INFO, "job %" PRId64 ": started rank %d (local rank %d/%d, devices [%s]) as process group %d",
 				  j->id, s->rank, s->local_rank, s->local_world_size, s->devices, (int) wpid);
+		if (i + 1 < j->nworkers)
+			job_save(j);
 	}
+	j->launching = false;
 	job_save(j);
 	return ok;
 }
@@ -660,9 +679,9 @@ job_save(const Job *j)
 	state_file(path, sizeof(path), j->id, j->placed_us);
 	off = snprintf(text, sizeof(text),
 				   "job %" PRId64 "\nplaced %" PRId64 "\nrank0 %d\nstarted %d\nstopping %d\nkilled %d\nreported %d\n"
-				   "deadline %.3f\nworld %d\nrestarting %d\nrestart_kill_at %.3f\nrestart_killed %d\nworkers %d\n",
+				   "deadline %.3f\nworld %d\nlaunching %d\nrestarting %d\nrestart_kill_at %.3f\nrestart_killed %d\nworkers %d\n",
 				   j->id, j->placed_us, j->rank0_here, j->start_reported, j->stopping, j->killed,
-				   j->reported, j->deadline, j->world_size, j->restarting, j->restart_kill_at, j->restart_killed,
+				   j->reported, j->deadline, j->world_size, j->launching, j->restarting, j->restart_kill_at, j->restart_killed,
 				   j->nworkers);
 	for (i = 0; i < j->nworkers && off < sizeof(text); i++)
 		off += snprintf(text + off, sizeof(text) - off, "worker %d %d %d %llu %d\n",
@@ -686,6 +705,7 @@ job_load(const char *path)
 				reported = 0,
 				world = 0,
 				restarting = 0,
+				launching = 0,
 				restart_killed = 0,
 				n = -1,
 				got = 0;
@@ -712,6 +732,7 @@ job_load(const char *path)
 			sscanf(line, "reported %d", &reported) == 1 ||
 			sscanf(line, "deadline %lf", &deadline) == 1 ||
 			sscanf(line, "world %d", &world) == 1 ||
+			sscanf(line, "launching %d", &launching) == 1 ||
 			sscanf(line, "restarting %d", &restarting) == 1 ||
 			sscanf(line, "restart_kill_at %lf", &restart_kill_at) == 1 ||
 			sscanf(line, "restart_killed %d", &restart_killed) == 1)
@@ -761,6 +782,7 @@ job_load(const char *path)
 	 */
 	j->deadline = deadline > 0 ? deadline : mono_now() + 60;
 	j->world_size = world;
+	j->launching = launching;
 	j->restarting = restarting;
 	j->restart_kill_at = restart_kill_at;
 	j->restart_killed = restart_killed;
@@ -797,7 +819,25 @@ workers_load_state(void)
 	closedir(d);
 	workers_poll();
 	for (Job *j = jobs; j; j = j->next)
+	{
 		agent_log(LOG_INFO, "job %" PRId64 ": found %d of its %d local workers still running (left by a previous agent)",
 				  j->id, job_live_workers(j), j->nworkers);
+		if (j->launching)
+		{
+			/*
+			 * The previous agent stopped while it launched them: kill the
+			 * ones it launched; the first resync starts them all again, as
+			 * after a restart at a new size (agent.c).
+			 */
+			agent_log(LOG_WARNING, "job %" PRId64 ": the previous agent stopped while launching its workers; "
+					  "SIGKILL to the %d it launched, then all are started again", j->id, job_live_workers(j));
+			job_signal(j, SIGKILL);
+			j->launching = false;
+			j->restarting = true;
+			j->restart_killed = true;
+			j->restart_kill_at = mono_now();
+			job_save(j);
+		}
+	}
 	return n;
 }
