@@ -158,6 +158,8 @@ typedef struct Result
 	int			elastic_jobs;	/* jobs submitted elastic */
 	int			placed_smaller; /* placements of an elastic job below its maximum */
 	int			grows;			/* rounds' grows of a running elastic job */
+	int			shrinks;		/* elastic victims shrunk instead of preempted (docs/elastic.md#shrinking) */
+	int			shrink_kills;	/* of them, released workers killed at the deadline */
 	const char *policy;
 	int			jobs;
 	int			submitted;

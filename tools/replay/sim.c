@@ -31,7 +31,11 @@
  * releases with checkpointed => false and redoes the work since its last
  * periodic checkpoint. An agent whose release delay exceeds the grace is
  * killed by the round at the deadline and loses the work since its last
- * periodic checkpoint.
+ * periodic checkpoint. An elastic job told to shrink (event 'shrinking',
+ * docs/elastic.md#shrinking) checkpoints and stops like a preempted one,
+ * its released workers go after --release-delay (workers_released for
+ * each of their nodes), and at the shrink's completion ('shrunk') the
+ * rest restarts at the smaller size from that checkpoint.
  */
 #include <math.h>
 #include <stdio.h>
@@ -78,12 +82,15 @@ typedef struct SimJob
 	bool		first_borrowed; /* its first placement was on borrowed capacity */
 	bool		entitled;		/* at submit, its team's held and waiting GPUs with it fit the nominal quota */
 	int			npreempt;		/* times it was told to stop */
+	bool		shrinking;		/* told to give back replicas (shrink_to), not done yet */
+	bool		shrink_stopped; /* and obeying: stopped at a checkpoint until the shrink completes */
 } SimJob;
 
 typedef enum
 {
 	EV_FINISH,
 	EV_RELEASE,
+	EV_SHRINK,					/* a shrinking job's released workers have stopped */
 	EV_WAKE
 } EvType;
 
@@ -163,9 +170,11 @@ typedef struct Sim
 				a2;
 	int			nfinish,
 				nrelease,
+				nshrink,
 				nsubmit;
 	int		   *finish_list,
 			   *release_list,
+			   *shrink_list,
 			   *submit_list;
 } Sim;
 
@@ -507,9 +516,10 @@ static const char *start_and_feed =
 "       COALESCE(extract(epoch FROM (e.detail->>'deadline')::timestamptz)::bigint, 0), e.reason,\n"
 "       COALESCE((e.detail->>'stranded_gpus')::float8, 0),\n"
 "       CASE WHEN e.kind = 'placed' THEN (SELECT g.workers FROM gangsched.gangs g WHERE g.id = e.job)\n"
-"            WHEN e.kind = 'grown' THEN (e.detail->>'workers')::int ELSE 0 END\n"
+"            WHEN e.kind IN ('grown', 'shrinking', 'shrunk') THEN (e.detail->>'workers')::int ELSE 0 END\n"
 "  FROM gangsched.events e\n"
-" WHERE e.id > %lld AND e.kind IN ('placed', 'preempting', 'requeued', 'expired', 'nominated', 'grown')\n"
+" WHERE e.id > %lld AND e.kind IN ('placed', 'preempting', 'requeued', 'expired', 'nominated', 'grown',\n"
+"                                 'shrinking', 'shrunk')\n"
 " ORDER BY e.id;\n";
 
 /* Agents report the periodic checkpoints written since their last report. */
@@ -678,6 +688,74 @@ on_preempting(Sim *s, int ix, int64_t deadline)
 	}
 }
 
+/*
+ * A round chose replicas of the running elastic job as victims: it shrinks
+ * to `to` workers. Like a preempted job, it obeys when its release delay
+ * is within the grace: it checkpoints and stops now, its released workers
+ * go after the delay; else it keeps running and the round kills the
+ * released workers at the deadline.
+ */
+static void
+on_shrinking(Sim *s, int ix, int to, int64_t deadline)
+{
+	SimJob	   *j = &s->j[ix];
+	int64_t		delay = s->o->release_delay;
+
+	if (j->st != J_RUNNING || j->shrinking || to >= j->held || to <= 0)
+		die("job %lld told to shrink to %d workers while the replay has it in state %d with %d",
+			(long long) j->db_id, to, j->st, j->held);
+	j->shrinking = true;
+	s->r->shrinks++;
+	if (s->now + delay <= deadline)
+	{
+		int64_t		done = work_done(s, ix, s->o->checkpoint_on_preempt ? s->now - j->run_start
+									 : last_checkpoint(s, ix, s->now) - j->run_start);
+
+		j->work_left -= done;
+		if (j->work_left < 1)
+			j->work_left = 1;
+		j->shrink_stopped = true;
+		j->ver++;				/* it no longer finishes at this size */
+		push(s, s->now + delay, EV_SHRINK, ix);
+	}
+	else
+		push(s, deadline, EV_WAKE, -1);
+}
+
+/*
+ * The shrink completed (our release, or the round's kill at the deadline):
+ * the job restarts at `held` workers from its checkpoint (a killed one
+ * from its last periodic checkpoint).
+ */
+static void
+on_shrunk(Sim *s, int ix, int held)
+{
+	SimJob	   *j = &s->j[ix];
+	const TraceJob *tj = &s->tr->jobs[ix];
+
+	if (j->st != J_RUNNING || !j->shrinking || held <= 0 || held >= j->held)
+		die("job %lld shrunk to %d workers while the replay has it in state %d with %d",
+			(long long) j->db_id, held, j->st, j->held);
+	if (!j->shrink_stopped)
+	{
+		j->work_left -= work_done(s, ix, last_checkpoint(s, ix, s->now) - j->run_start);
+		if (j->work_left < 1)
+			j->work_left = 1;
+		s->r->shrink_kills++;
+	}
+	s->alloc -= j->held_gpus;
+	s->team_alloc[tj->team] -= j->held_gpus;
+	j->held = held;
+	j->held_gpus = held * tj->gpw;
+	s->alloc += j->held_gpus;
+	s->team_alloc[tj->team] += j->held_gpus;
+	j->run_start = s->now;
+	j->ckpt_reported = -1;
+	j->shrinking = j->shrink_stopped = false;
+	j->ver++;
+	push(s, s->now + wall_for(s, ix, j->work_left), EV_FINISH, ix);
+}
+
 /* Jobs entered the queue now: a round when they may first preempt after a delay. */
 static void
 wake_after_delays(Sim *s)
@@ -709,6 +787,7 @@ on_requeued(Sim *s, int ix, bool by_server)
 		s->r->kills++;
 	j->st = J_PENDING;
 	j->stopped = false;
+	j->shrinking = j->shrink_stopped = false;
 	j->ver++;
 	queue_enter(s, ix);
 	s->alloc -= j->held_gpus;
@@ -779,6 +858,17 @@ apply_feed(Sim *s, PGresult *starts, PGresult *feed)
 		else if (strcmp(kind, "preempting") == 0)
 		{
 			on_preempting(s, ix, deadline);
+			s->progress = true;
+		}
+		else if (strcmp(kind, "shrinking") == 0)
+		{
+			on_shrinking(s, ix, atoi(PQgetvalue(feed, i, 7)), deadline);
+			s->progress = true;
+		}
+		else if (strcmp(kind, "shrunk") == 0)
+		{
+			if (s->j[ix].st == J_RUNNING && s->j[ix].shrinking)
+				on_shrunk(s, ix, atoi(PQgetvalue(feed, i, 7)));
 			s->progress = true;
 		}
 		else if (strcmp(kind, "requeued") == 0)
@@ -891,6 +981,24 @@ send_releases(Sim *s)
 	expect(s, R_IGNORE, NULL, 0);
 	buf_free(&ckj);
 	buf_free(&ckt);
+}
+
+/* Shrinking jobs' agents report their released workers gone, one call per node. */
+static void
+send_shrink_releases(Sim *s)
+{
+	int			i;
+
+	buf_reset(&s->a1);
+	for (i = 0; i < s->nshrink; i++)
+		buf_printf(&s->a1, "%s%lld", i ? "," : "", (long long) s->j[s->shrink_list[i]].db_id);
+	buf_printf(&s->sql,
+			   "SELECT count(gangsched.workers_released(x.node, x.job))"
+			   "  FROM (SELECT DISTINCT nd.name AS node, a.job FROM gangsched.allocations a"
+			   "          JOIN gangsched.gangs g ON g.id = a.job JOIN gangsched.nodes nd ON nd.id = a.node_id"
+			   "         WHERE a.job = ANY ('{%s}'::bigint[]) AND upper_inf(a.during) AND a.worker >= g.shrink_to"
+			   "         ORDER BY 2, 1) x;\n", s->a1.data);
+	expect(s, R_IGNORE, NULL, 0);
 }
 
 static void
@@ -1296,6 +1404,7 @@ run_policy(const Options *o, const Cluster *c, const Trace *t, const char *polic
 	s.fresh = xmalloc(sizeof(int) * (s.n + 1) * 2);
 	s.finish_list = xmalloc(sizeof(int) * s.n);
 	s.release_list = xmalloc(sizeof(int) * s.n);
+	s.shrink_list = xmalloc(sizeof(int) * s.n);
 	s.submit_list = xmalloc(sizeof(int) * s.n);
 	s.team_alloc = xcalloc(t->nteams, sizeof(double));
 	s.team_wait = xcalloc(t->nteams, sizeof(double));
@@ -1350,7 +1459,7 @@ run_policy(const Options *o, const Cluster *c, const Trace *t, const char *polic
 			break;
 		advance(&s, tn);
 		s.now = tn;
-		s.nfinish = s.nrelease = s.nsubmit = 0;
+		s.nfinish = s.nrelease = s.nsubmit = s.nshrink = 0;
 		while (s.nheap > 0 && s.heap[0].t == tn)
 		{
 			Ev			e = pop(&s);
@@ -1361,22 +1470,26 @@ run_policy(const Options *o, const Cluster *c, const Trace *t, const char *polic
 				s.finish_list[s.nfinish++] = e.job;
 			else if (e.type == EV_RELEASE)
 				s.release_list[s.nrelease++] = e.job;
+			else if (e.type == EV_SHRINK)
+				s.shrink_list[s.nshrink++] = e.job;
 			else
 				wake = true;
 		}
 		while (s.next_sub < s.n && t->jobs[s.next_sub].submit == tn)
 			s.submit_list[s.nsubmit++] = s.next_sub++;
 
-		if (s.nfinish + s.nrelease + s.nsubmit > 0)
+		if (s.nfinish + s.nrelease + s.nshrink + s.nsubmit > 0)
 		{
 			out_clock(&s);
 			if (s.nfinish > 0)
 				send_finishes(&s);
 			if (s.nrelease > 0)
 				send_releases(&s);
+			if (s.nshrink > 0)
+				send_shrink_releases(&s);
 			if (s.nsubmit > 0)
 				send_submits(&s);
-			if (s.nrelease > 0)
+			if (s.nrelease + s.nshrink > 0)
 			{
 				/* the last victim's release placed its preemptor: start it now */
 				add_start_and_feed(&s);
@@ -1510,6 +1623,7 @@ run_policy(const Options *o, const Cluster *c, const Trace *t, const char *polic
 	free(s.fresh);
 	free(s.finish_list);
 	free(s.release_list);
+	free(s.shrink_list);
 	free(s.submit_list);
 	free(s.team_alloc);
 	free(s.team_wait);

@@ -118,7 +118,8 @@ print_json(const Result *r)
 	printf("{\"policy\":\"%s\",", r->policy);
 	json_num("time_limit_factor", r->time_limit_factor > 0 ? r->time_limit_factor : NAN, 2, false);
 	json_num("elastic_fraction", r->elastic_fraction, 3, false);
-	printf("\"elastic_jobs\":%d,\"placed_smaller\":%d,\"grows\":%d,", r->elastic_jobs, r->placed_smaller, r->grows);
+	printf("\"elastic_jobs\":%d,\"placed_smaller\":%d,\"grows\":%d,\"shrinks\":%d,\"shrink_kills\":%d,",
+		   r->elastic_jobs, r->placed_smaller, r->grows, r->shrinks, r->shrink_kills);
 	printf("\"jobs\":%d,\"submitted\":%d,\"rejected\":%d,\"finished\":%d,\"expired\":%d,\"unfinished\":%d,",
 		   r->jobs, r->submitted, r->rejected, r->finished, r->expired, r->unfinished);
 	printf("\"makespan_s\":%lld,", (long long) r->makespan);
@@ -222,6 +223,7 @@ print_table(const Result *r, int n)
 	ROW("  stranded GPUs", ".1f", r[i].stranded_gpus);
 	ROW("idle GPU-h, waiting", ".1f", r[i].idle_gpu_hours_waiting);
 	ROW("kills", "d", r[i].kills);
+	ROW("shrinks (elastic victims)", "d", r[i].shrinks);
 	ROW("lost GPU-hours", ".1f", r[i].lost_gpu_hours);
 	ROW("partial placements", "d", r[i].partial_placements);
 	ROW("invariant violations", "d", r[i].invariant_violations);
