@@ -9,9 +9,10 @@
 # GANGSCHED_CHECKPOINT_DIR (shared by the job's workers). It advances a step
 # counter; rank 0 keeps it in $GANGSCHED_CHECKPOINT_DIR/progress. On SIGTERM
 # (a preemption, or the agent restarting the job's workers at a new world
-# size: an elastic gang that grew or shrank) rank 0 writes the step to $GANGSCHED_CHECKPOINT_DIR/checkpoint
-# and every rank exits 0; when the job is started again every rank resumes
-# from that checkpoint. After STEPS steps rank 0 writes a last checkpoint and
+# size: an elastic gang that grew or shrank) rank 0 writes the step to
+# $GANGSCHED_CHECKPOINT_DIR/checkpoint and every rank exits 0; when the job
+# is started again (at whatever WORLD_SIZE) every rank resumes from that
+# checkpoint. After STEPS steps rank 0 writes a last checkpoint and
 # every rank exits 0. Everything is logged, one line per event, to
 # $GANGSCHED_CHECKPOINT_DIR/trainer.log.
 # TRAINER_FAIL_AT=N makes every rank exit 3 at step N (a failing job);
