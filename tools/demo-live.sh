@@ -9,7 +9,10 @@
 # resumes from its checkpoint. Team "research" borrows the whole cluster;
 # team "prod" submits within its quota; research is preempted, checkpoints
 # and is released, prod starts at once, and research later resumes from its
-# checkpoint.
+# checkpoint. Then an elastic prod job starts on 2 of its 4 replicas, grows to
+# 4 when capacity frees and shrinks back to 2 for a higher-priority job; each
+# time the agent restarts its workers at the new world size and they resume
+# from their checkpoint.
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 WORK=${GS_LIVE_WORK:-$PGHOST/live}
@@ -99,6 +102,53 @@ sleep 1
 q -c "SELECT job, name, state, preemptions, lost_gpu_seconds FROM gangsched.jobs ORDER BY job"
 rjob=$(psql -X -At -c "SELECT job FROM gangsched.jobs WHERE name = 'research-llm'")
 grep -h "job=$rjob rank=0" "$WORK/ckpt/$rjob/trainer.log" 2>/dev/null | grep -E "start|checkpoint" | sed 's/^/  trainer: /' || true
+
+say "an elastic prod job: 4 workers x 4 GPUs that can run on 2 or more (min_replicas => 2)"
+q -c "SELECT gangsched.cancel(job) FROM gangsched.jobs WHERE name = 'research-llm'" >/dev/null
+# capacity held with no process: research within its quota, a prod batch job
+q -c "SELECT gangsched.submit('research', 1, 8, cpus => 8, name => 'research-eval')" >/dev/null
+q -c "SELECT gangsched.submit('prod', 1, 8, cpus => 8, name => 'prod-batch')" >/dev/null
+wait_for "SELECT count(*) = 2 FROM gangsched.jobs WHERE name IN ('research-eval', 'prod-batch') AND state = 'running'" 20 || true
+q -c "SELECT gangsched.submit('prod', 4, 4, cpus => 4, name => 'prod-elastic', min_replicas => 2,
+        command => 'exec sh $TRAINER 100000 0.1') AS job"
+ejob=$(psql -X -At -c "SELECT job FROM gangsched.jobs WHERE name = 'prod-elastic'")
+elog="$WORK/ckpt/$ejob/trainer.log"
+# Wait until the trainer log has at least $1 lines matching $2 (at most $3 seconds).
+wait_log() {
+  local n=$1 re=$2 limit=${3:-20} i
+  for ((i = 0; i < limit * 10; i++)); do
+    [ "$(grep -cE "$re" "$elog" 2>/dev/null || true)" -ge "$n" ] && return 0
+    sleep 0.1
+  done
+  echo "(still waiting after ${limit}s for $n trainer lines like: $re)"
+  return 1
+}
+trainer_lines() { grep -hE " (start|checkpoint) " "$elog" 2>/dev/null | tail -n "$1" | cut -d" " -f1,3,4,6- | sed 's/^/  trainer: /' || true; }
+wait_log 2 " start step=[0-9]+ world=2 " 20 || true
+q -c "SELECT job, name, state, workers, replicas, min_replicas, max_replicas FROM gangsched.jobs WHERE job = $ejob"
+trainer_lines 2
+sleep 2
+
+say "prod-batch ends: the round grows prod-elastic to 4 replicas; the agent restarts its workers at world size 4, from their checkpoint"
+q -c "SELECT gangsched.cancel(job) FROM gangsched.jobs WHERE name = 'prod-batch'" >/dev/null
+wait_log 4 " start step=[0-9]+ world=4 " 30 || true
+q -c "SELECT job, name, state, workers, replicas FROM gangsched.jobs WHERE job = $ejob"
+trainer_lines 6
+sleep 2
+
+say "prod-urgent (priority 10) needs 8 GPUs: the round shrinks prod-elastic back to 2 replicas instead of preempting it whole"
+q -c "SELECT gangsched.submit('prod', 2, 4, cpus => 4, name => 'prod-urgent', priority => 10,
+        command => 'exec sh $TRAINER 20 0.1') AS job"
+wait_for "SELECT state IN ('running', 'finished') FROM gangsched.jobs WHERE name = 'prod-urgent'" 30 || true
+wait_log 4 " start step=[0-9]+ world=2 " 30 || true
+q -c "SELECT job, name, state, workers, replicas, preemptions FROM gangsched.jobs WHERE job = $ejob"
+trainer_lines 6
+q <<SQL
+SELECT to_char(e.at, 'HH24:MI:SS.MS') AS at, e.kind, e.reason
+  FROM gangsched.events e
+ WHERE e.job = $ejob
+ ORDER BY e.id;
+SQL
 
 say "check_invariants() (no rows when healthy)"
 q -c "SELECT * FROM gangsched.check_invariants()"

@@ -248,6 +248,13 @@ query(const char *what, const char *sql, int nparams, const char *const *params,
 			r = Q_STATE;
 		}
 
+		/* 22023 from workers_released: no shrink pending, nothing here (done already) */
+		if (state && strcmp(state, "22023") == 0 && strcmp(what, "workers_released") == 0)
+		{
+			agent_log(LOG_INFO, "%s: nothing to release: %s", what, msg ? msg : PQerrorMessage(conn));
+			r = Q_STATE;
+		}
+
 		if (err && errlen)
 			snprintf(err, errlen, "%s", msg ? msg : PQerrorMessage(conn));
 		if (r == Q_ERROR)
@@ -483,6 +490,18 @@ release_empty(int64_t job)
 static void
 begin_stop(Job *j, double remaining)
 {
+	if (j->restarting)
+	{
+		/* preempted while restarting at a new size: the SIGTERM went out already */
+		j->restarting = false;
+		j->stopping = true;
+		j->killed = j->restart_killed;
+		j->deadline = mono_now() + remaining;
+		agent_log(LOG_INFO, "job %" PRId64 ": preempted while restarting; %d local workers still stopping, %.1f s until the deadline",
+				  j->id, job_live_workers(j), remaining);
+		job_save(j);
+		return;
+	}
 	if (j->nworkers > 0 && job_all_exited(j))
 		return;					/* it ended by itself first: report that */
 	j->stopping = true;
@@ -497,7 +516,9 @@ begin_stop(Job *j, double remaining)
 
 /*
  * node_work(), with each job's placed_at (which tells two placements of
- * the same job apart) and whether its workers are fractional.
+ * the same job apart), whether its workers are fractional, and the grace
+ * a restart at a new size gives the workers to checkpoint
+ * (gangsched.default_grace, at most gangsched.max_grace).
  */
 static const char *resync_sql =
 "SELECT w.job, w.action, w.worker, w.local_rank, w.local_world_size, w.world_size,"
@@ -505,15 +526,288 @@ static const char *resync_sql =
 "       w.rank0_node, w.seconds_left,"
 "       (extract(epoch FROM w.placed_at) * 1000000)::pg_catalog.int8,"
 "       w.gpus > 0 AND w.gpus < 1,"
-"       GREATEST(w.limit_seconds_left, 0)"
+"       CASE WHEN w.limit_seconds_left IS NOT NULL THEN GREATEST(w.limit_seconds_left, 0) END,"
+"       extract(epoch FROM LEAST("
+"         COALESCE(pg_catalog.current_setting('gangsched.default_grace', true), '60s')::pg_catalog.interval,"
+"         COALESCE(pg_catalog.current_setting('gangsched.max_grace', true), '600s')::pg_catalog.interval))::pg_catalog.float8"
 "  FROM gangsched.node_work($1) w"
 " ORDER BY w.job, w.worker";
 
 enum
 {
 	C_JOB, C_ACTION, C_WORKER, C_LOCAL_RANK, C_LOCAL_WORLD, C_WORLD, C_DEVICES, C_FIRST_SLICE, C_SLICES,
-	C_COMMAND, C_RANK0, C_REMAINING, C_PLACED, C_FRACTIONAL, C_TIME_LEFT
+	C_COMMAND, C_RANK0, C_REMAINING, C_PLACED, C_FRACTIONAL, C_TIME_LEFT, C_GRACE
 };
+
+/* The workers of rows[0 .. n - 1] of res, as the agent launches them. */
+static WorkerSpec *
+row_specs(PGresult *res, const int *rows, int n)
+{
+	WorkerSpec *specs = calloc(n > 0 ? n : 1, sizeof(WorkerSpec));
+	int			r;
+
+	if (specs == NULL)
+	{
+		agent_log(LOG_ERROR, "out of memory");
+		exit(1);
+	}
+	for (r = 0; r < n; r++)
+	{
+		WorkerSpec *s = &specs[r];
+		int			i = rows[r];
+		bool		frac = strcmp(PQgetvalue(res, i, C_FRACTIONAL), "t") == 0;
+
+		s->rank = atoi(PQgetvalue(res, i, C_WORKER));
+		s->local_rank = atoi(PQgetvalue(res, i, C_LOCAL_RANK));
+		s->local_world_size = atoi(PQgetvalue(res, i, C_LOCAL_WORLD));
+		s->world_size = atoi(PQgetvalue(res, i, C_WORLD));
+		snprintf(s->devices, sizeof(s->devices), "%s", PQgetvalue(res, i, C_DEVICES));
+		s->first_slice = frac ? atoi(PQgetvalue(res, i, C_FIRST_SLICE)) : 0;
+		s->slices = frac ? atoi(PQgetvalue(res, i, C_SLICES)) : 0;
+		s->time_left = PQgetisnull(res, i, C_TIME_LEFT) ? -1 : atof(PQgetvalue(res, i, C_TIME_LEFT));
+	}
+	return specs;
+}
+
+/*
+ * Launch j's workers (its record sized for them already) and confirm them
+ * if confirm; a gang with a missing rank cannot run: the others are killed
+ * and the job is reported failed.
+ */
+static void
+launch_workers(Job *j, const WorkerSpec *specs, const char *command, const char *rank0_node, bool confirm);
+
+/* Released workers of a shrinking job have stopped here: tell the server. */
+static QResult
+report_workers_released(Job *j, int64_t job)
+{
+	char		id[32];
+	char		err[512];
+	const char *p[2] = {node_name, id};
+	PGresult   *res;
+	QResult		r;
+
+	snprintf(id, sizeof(id), "%" PRId64, job);
+	r = query("workers_released", "SELECT gangsched.workers_released($1, $2::pg_catalog.int8)", 2, p, &res, err,
+			  sizeof(err));
+	if (r == Q_OK)
+	{
+		agent_log(LOG_INFO, "job %" PRId64 ": shrunk; its released workers on this node stopped (workers_released: %s allocations ended)",
+				  job, PQntuples(res) == 1 ? PQgetvalue(res, 0, 0) : "?");
+		PQclear(res);
+	}
+	else if (r == Q_ERROR && j)
+		j->retry_at = mono_now() + heartbeat_s;
+	return r;
+}
+
+/*
+ * Stop j's workers to start them again at another size (a grow, a shrink,
+ * new workers on this node): SIGTERM now, so they checkpoint; SIGKILL at
+ * kill_in seconds. Once all have exited, a resync starts the node's workers
+ * of the job as node_work then says.
+ */
+static void
+begin_restart(Job *j, int new_world, int new_local, double kill_in, const char *why)
+{
+	j->restarting = true;
+	j->restart_killed = false;
+	j->restart_kill_at = mono_now() + kill_in;
+	agent_log(LOG_INFO, "job %" PRId64 ": %s (world size %d -> %d, %d -> %d workers here); SIGTERM to %d local workers to %s, SIGKILL in %.1f s",
+			  j->id, why, j->world_size, new_world, j->nworkers, new_local, job_live_workers(j),
+			  new_local > 0 ? "restart them" : "stop them", kill_in);
+	job_signal(j, SIGTERM);
+	job_save(j);
+}
+
+/* Do j's workers match the node_work rows kept (rank, local rank, world size)? */
+static bool
+workers_match(const Job *j, const WorkerSpec *keep, int nkeep)
+{
+	int			r;
+
+	if (j->nworkers != nkeep)
+		return false;
+	for (r = 0; r < nkeep; r++)
+		if (j->w[r].rank != keep[r].rank || j->w[r].local_rank != keep[r].local_rank ||
+			(j->world_size != 0 && j->world_size != keep[r].world_size))
+			return false;
+	return true;
+}
+
+/*
+ * One job of node_work, rows i .. i + nrows - 1, of which this node has a
+ * record j (of this placement). Rows 'start' and 'run' are the workers
+ * this node must run, 'shrink' the ones a shrink releases (the highest
+ * ranks: the others keep theirs).
+ */
+static void
+resync_job(Job *j, PGresult *res, int i, int nrows)
+{
+	int64_t		id = j->id;
+	const char *action = PQgetvalue(res, i, C_ACTION);
+	const char *rank0_node = PQgetvalue(res, i, C_RANK0);
+	bool		has_command = !PQgetisnull(res, i, C_COMMAND) && PQgetvalue(res, i, C_COMMAND)[0] != '\0';
+	double		grace = PQgetisnull(res, i, C_GRACE) ? 60.0 : atof(PQgetvalue(res, i, C_GRACE));
+	int		   *keep_rows = calloc(nrows, sizeof(int));
+	int			nkeep = 0,
+				nshrink = 0,
+				r;
+	bool		any_start = false;
+	double		shrink_left = -1;
+	WorkerSpec *keep;
+
+	if (keep_rows == NULL)
+	{
+		agent_log(LOG_ERROR, "out of memory");
+		exit(1);
+	}
+	j->seen = true;
+	if (strcmp(action, "preempt") == 0)
+	{
+		double		remaining = PQgetisnull(res, i, C_REMAINING) ? 60.0 : atof(PQgetvalue(res, i, C_REMAINING));
+
+		if (!j->stopping)
+			begin_stop(j, remaining);
+		else
+		{
+			j->deadline = mono_now() + remaining;
+			job_save(j);
+		}
+		free(keep_rows);
+		return;
+	}
+	for (r = i; r < i + nrows; r++)
+	{
+		const char *a = PQgetvalue(res, r, C_ACTION);
+
+		if (strcmp(a, "shrink") == 0)
+		{
+			double		left = PQgetisnull(res, r, C_REMAINING) ? grace : atof(PQgetvalue(res, r, C_REMAINING));
+
+			nshrink++;
+			if (shrink_left < 0 || left < shrink_left)
+				shrink_left = left;
+		}
+		else
+		{
+			keep_rows[nkeep++] = r;
+			any_start |= strcmp(a, "start") == 0;
+		}
+	}
+	keep = row_specs(res, keep_rows, nkeep);
+	free(keep_rows);
+
+	if (j->stopping || j->killed || j->reported)
+	{
+		/* stopping (preempted, killed) or over: only a shrink still needs its answer */
+		if (nshrink > 0 && job_all_exited(j))
+			report_workers_released(j, id);
+		free(keep);
+		return;
+	}
+
+	if (!has_command || j->nworkers == 0)
+	{
+		/* capacity held with no process: nothing to stop or start */
+		if (nshrink > 0)
+			report_workers_released(j, id);
+		if (nkeep > 0 && any_start)
+			report_started(j);
+		free(keep);
+		return;
+	}
+
+	if (j->restarting)
+	{
+		if (!job_all_exited(j))
+		{
+			/* a shrink's deadline may come before the restart's own */
+			if (shrink_left >= 0 && mono_now() + shrink_left - KILL_MARGIN < j->restart_kill_at)
+				j->restart_kill_at = mono_now() + shrink_left - KILL_MARGIN;
+			free(keep);
+			return;
+		}
+		if (mono_now() < j->retry_at)
+		{
+			free(keep);
+			return;
+		}
+		if (nshrink > 0)
+		{
+			QResult		q = report_workers_released(j, id);
+
+			if (q != Q_OK && q != Q_STATE)
+			{
+				/* not done: stay stopped, ask again at a later resync */
+				free(keep);
+				return;
+			}
+		}
+		if (nkeep == 0)
+		{
+			agent_log(LOG_INFO, "job %" PRId64 ": no worker of it is left on this node", id);
+			j->orphan = true;
+			j->reported = true;
+			free(keep);
+			return;
+		}
+		agent_log(LOG_INFO, "job %" PRId64 ": local workers stopped%s; starting %d of its %d workers at world size %d",
+				  id, j->restart_killed ? " (some killed at the restart's deadline)" : "", nkeep,
+				  keep[0].world_size, keep[0].world_size);
+		j->restarting = false;
+		j->restart_killed = false;
+		j->rank0_here = strcmp(rank0_node, node_name) == 0;
+		job_reset_workers(j, nkeep);
+		launch_workers(j, keep, PQgetvalue(res, i, C_COMMAND), rank0_node, any_start);
+		free(keep);
+		return;
+	}
+
+	if (nshrink == 0 && workers_match(j, keep, nkeep))
+	{
+		if (j->world_size == 0 && nkeep > 0)
+		{
+			/* a record of an older agent: the size it ran at is the one listed */
+			j->world_size = keep[0].world_size;
+			job_save(j);
+		}
+		if (any_start)
+			report_started(j);
+		free(keep);
+		return;
+	}
+	if (job_all_exited(j))
+	{
+		/* they ended by themselves first: that is reported, not restarted */
+		if (nshrink > 0)
+			report_workers_released(j, id);
+		free(keep);
+		return;
+	}
+	begin_restart(j, atoi(PQgetvalue(res, i, C_WORLD)), nkeep,
+				  shrink_left >= 0 ? (shrink_left > KILL_MARGIN ? shrink_left - KILL_MARGIN : 0) : grace,
+				  nshrink > 0 ? "shrinking: workers released" : "resized");
+	free(keep);
+}
+
+static void
+launch_workers(Job *j, const WorkerSpec *specs, const char *command, const char *rank0_node, bool confirm)
+{
+	/* MASTER_ADDR: rank 0's node, by name */
+	if (job_launch(j, specs, command, node_name, rank0_node))
+	{
+		if (confirm)
+			report_started(j);
+	}
+	else
+	{
+		agent_log(LOG_ERROR, "job %" PRId64 ": not every worker could be launched; killing the others", j->id);
+		j->killed = true;
+		job_signal(j, SIGKILL);
+		job_save(j);
+	}
+}
 
 static void
 resync(void)
@@ -539,8 +833,10 @@ resync(void)
 		const char *rank0_node = PQgetvalue(res, i, C_RANK0);
 		bool		rank0_here = strcmp(rank0_node, node_name) == 0;
 		bool		has_command = !PQgetisnull(res, i, C_COMMAND) && PQgetvalue(res, i, C_COMMAND)[0] != '\0';
-		double		remaining = PQgetisnull(res, i, C_REMAINING) ? 60.0 : atof(PQgetvalue(res, i, C_REMAINING));
-		int			nrows;
+		int			nrows,
+					nstart = 0,
+					r;
+		int		   *rows;
 
 		for (k = i; k < n && strtoll(PQgetvalue(res, k, C_JOB), NULL, 10) == id; k++)
 			;
@@ -556,78 +852,63 @@ resync(void)
 			job_signal(j, SIGKILL);
 		}
 
-		if (j == NULL)
+		if (j != NULL)
 		{
-			if (strcmp(action, "start") == 0)
-			{
-				WorkerSpec *specs = calloc(nrows, sizeof(WorkerSpec));
-				int			r;
-
-				if (specs == NULL)
-				{
-					agent_log(LOG_ERROR, "out of memory");
-					exit(1);
-				}
-				j = job_new(id, placed_us, rank0_here, has_command ? nrows : 0);
-				j->seen = true;
-				for (r = 0; r < nrows; r++)
-				{
-					WorkerSpec *s = &specs[r];
-					bool		frac = strcmp(PQgetvalue(res, i + r, C_FRACTIONAL), "t") == 0;
-
-					s->rank = atoi(PQgetvalue(res, i + r, C_WORKER));
-					s->local_rank = atoi(PQgetvalue(res, i + r, C_LOCAL_RANK));
-					s->local_world_size = atoi(PQgetvalue(res, i + r, C_LOCAL_WORLD));
-					s->world_size = atoi(PQgetvalue(res, i + r, C_WORLD));
-					snprintf(s->devices, sizeof(s->devices), "%s", PQgetvalue(res, i + r, C_DEVICES));
-					s->first_slice = frac ? atoi(PQgetvalue(res, i + r, C_FIRST_SLICE)) : 0;
-					s->slices = frac ? atoi(PQgetvalue(res, i + r, C_SLICES)) : 0;
-					s->time_left = PQgetisnull(res, i + r, C_TIME_LEFT) ? -1 :
-						atof(PQgetvalue(res, i + r, C_TIME_LEFT));
-				}
-				if (!has_command)
-				{
-					agent_log(LOG_INFO, "job %" PRId64 ": placed here with no command; holding its %d workers' capacity",
-							  id, nrows);
-					job_save(j);
-					report_started(j);
-				}
-				else
-				{
-					agent_log(LOG_INFO, "job %" PRId64 ": placed here; launching %d of its %d workers", id, nrows,
-							  specs[0].world_size);
-					/* MASTER_ADDR: rank 0's node, by name */
-					if (job_launch(j, specs, PQgetvalue(res, i, C_COMMAND), node_name, rank0_node))
-						report_started(j);
-					else
-					{
-						/* a gang with a missing rank cannot run: end it, it is reported failed */
-						agent_log(LOG_ERROR, "job %" PRId64 ": not every worker could be launched; killing the others",
-								  id);
-						j->killed = true;
-						job_signal(j, SIGKILL);
-						job_save(j);
-					}
-				}
-				free(specs);
-			}
-			else if (strcmp(action, "run") == 0)
-				report_lost(id);
-			else if (strcmp(action, "preempt") == 0 && rank0_here)
-				release_empty(id);
+			resync_job(j, res, i, nrows);
 			continue;
 		}
 
-		j->seen = true;
-		if (strcmp(action, "start") == 0)
-			report_started(j);
-		else if (strcmp(action, "preempt") == 0)
+		/* no record: the rows to start (a shrink's released rows are not started) */
+		rows = calloc(nrows, sizeof(int));
+		if (rows == NULL)
 		{
-			if (!j->stopping)
-				begin_stop(j, remaining);
-			else
-				j->deadline = mono_now() + remaining;
+			agent_log(LOG_ERROR, "out of memory");
+			exit(1);
 		}
+		for (r = i; r < k; r++)
+			if (strcmp(PQgetvalue(res, r, C_ACTION), "start") == 0)
+				rows[nstart++] = r;
+		if (strcmp(action, "start") == 0 && nstart > 0)
+		{
+			WorkerSpec *specs = row_specs(res, rows, nstart);
+
+			j = job_new(id, placed_us, rank0_here, has_command ? nstart : 0);
+			j->seen = true;
+			j->world_size = specs[0].world_size;
+			if (!has_command)
+			{
+				agent_log(LOG_INFO, "job %" PRId64 ": placed here with no command; holding its %d workers' capacity",
+						  id, nstart);
+				job_save(j);
+				report_started(j);
+			}
+			else
+			{
+				agent_log(LOG_INFO, "job %" PRId64 ": placed here; launching %d of its %d workers", id, nstart,
+						  specs[0].world_size);
+				launch_workers(j, specs, PQgetvalue(res, i, C_COMMAND), rank0_node, true);
+			}
+			free(specs);
+			if (nstart < nrows)
+				report_workers_released(j, id);	/* released rows: nothing of them runs here */
+		}
+		else if (strcmp(action, "run") == 0)
+			report_lost(id);
+		else if (strcmp(action, "preempt") == 0 && rank0_here)
+			release_empty(id);
+		else if (strcmp(action, "shrink") == 0)
+		{
+			/* released workers of which nothing runs here (any more) */
+			bool		others = false;
+
+			for (r = i; r < k; r++)
+				others |= strcmp(PQgetvalue(res, r, C_ACTION), "shrink") != 0;
+			if (!others)
+				report_workers_released(NULL, id);
+			else
+				report_lost(id);
+		}
+		free(rows);
 	}
 	PQclear(res);
 
@@ -664,6 +945,21 @@ process_jobs(void)
 				agent_log(LOG_DEBUG, "job %" PRId64 ": record dropped", j->id);
 				job_forget(j);
 			}
+			continue;
+		}
+		if (j->restarting)
+		{
+			/* never reported: the workers start again at the new size */
+			if (!j->restart_killed && job_live_workers(j) > 0 && now >= j->restart_kill_at)
+			{
+				agent_log(LOG_WARNING, "job %" PRId64 ": restart deadline reached with %d local workers running; SIGKILL",
+						  j->id, job_live_workers(j));
+				j->restart_killed = true;
+				job_signal(j, SIGKILL);
+				job_save(j);
+			}
+			if (conn && job_all_exited(j) && now >= j->retry_at)
+				need_resync = true;	/* the resync starts them */
 			continue;
 		}
 		if (j->stopping && !j->killed && job_live_workers(j) > 0 && now >= j->deadline - KILL_MARGIN)

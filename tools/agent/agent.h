@@ -62,6 +62,11 @@ typedef struct Job
 	int			nworkers;
 	Worker	   *w;
 	bool		start_reported; /* job_started succeeded */
+	int			world_size;		/* the world size its workers were started with (0: unknown) */
+	bool		launching;		/* job_launch under way (its state file says so until it is done) */
+	bool		restarting;		/* resized: SIGTERM sent, to start again at the new size */
+	double		restart_kill_at;	/* mono_now() time to SIGKILL a restart's stragglers */
+	bool		restart_killed; /* a restart's stragglers were SIGKILLed */
 	bool		stopping;		/* preempted: SIGTERM sent */
 	double		deadline;		/* mono_now() time of the grace deadline */
 	bool		killed;			/* SIGKILLed (deadline, kill, cancel) */
@@ -85,6 +90,7 @@ extern void job_save(const Job *j);
 extern int	job_live_workers(const Job *j);
 extern bool job_all_exited(const Job *j);
 extern void job_signal(Job *j, int sig);
+extern void job_reset_workers(Job *j, int nworkers);
 extern bool job_launch(Job *j, const WorkerSpec *specs, const char *command, const char *node,
 					   const char *master_addr);
 extern void job_status_text(const Job *j, char *buf, size_t len, bool *all_ok);

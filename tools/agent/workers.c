@@ -352,6 +352,24 @@ job_launch(Job *j, const WorkerSpec *specs, const char *command, const char *nod
 		agent_log(LOG_ERROR, "job %" PRId64 ": could not create \"%s\": %s", j->id, ckpt_dir, strerror(errno));
 		ckpt_dir[0] = '\0';
 	}
+	if (j->nworkers > 0)
+		j->world_size = specs[0].world_size;
+	/*
+	 * The record is written before the first worker starts and after each
+	 * one: an agent killed halfway leaves a record that says so, and the
+	 * next one kills what was launched and starts the workers again
+	 * (workers_load_state), instead of starting a second copy of them.
+	 */
+	for (i = 0; i < j->nworkers; i++)
+	{
+		j->w[i].rank = specs[i].rank;
+		j->w[i].local_rank = specs[i].local_rank;
+		j->w[i].sup_pid = 0;
+		j->w[i].sup_start = 0;
+		j->w[i].pgid = 0;
+	}
+	j->launching = true;
+	job_save(j);
 	for (i = 0; i < j->nworkers; i++)
 	{
 		Worker	   *w = &j->w[i];
@@ -411,7 +429,10 @@ job_launch(Job *j, const WorkerSpec *specs, const char *command, const char *nod
 		w->pgid = wpid;
 		agent_log(LOG_INFO, "job %" PRId64 ": started rank %d (local rank %d/%d, devices [%s]) as process group %d",
 				  j->id, s->rank, s->local_rank, s->local_world_size, s->devices, (int) wpid);
+		if (i + 1 < j->nworkers)
+			job_save(j);
 	}
+	j->launching = false;
 	job_save(j);
 	return ok;
 }
@@ -597,6 +618,31 @@ job_new(int64_t id, int64_t placed_us, bool rank0_here, int nworkers)
 	return j;
 }
 
+/*
+ * Make room for nworkers new workers in j's record (for a restart at a new
+ * size): the old workers must all have exited; their exit files go.
+ */
+void
+job_reset_workers(Job *j, int nworkers)
+{
+	char		path[PATH_MAX];
+	int			i;
+
+	for (i = 0; i < j->nworkers; i++)
+	{
+		exit_file(path, sizeof(path), j->id, j->placed_us, j->w[i].rank);
+		unlink(path);
+	}
+	free(j->w);
+	j->w = NULL;
+	j->nworkers = nworkers;
+	if (nworkers > 0 && (j->w = calloc(nworkers, sizeof(Worker))) == NULL)
+	{
+		agent_log(LOG_ERROR, "out of memory");
+		exit(1);
+	}
+}
+
 /* Drop a job's record and its files (its workers must be gone). */
 void
 job_forget(Job *j)
@@ -632,9 +678,11 @@ job_save(const Job *j)
 
 	state_file(path, sizeof(path), j->id, j->placed_us);
 	off = snprintf(text, sizeof(text),
-				   "job %" PRId64 "\nplaced %" PRId64 "\nrank0 %d\nstarted %d\nstopping %d\nkilled %d\nreported %d\nworkers %d\n",
+				   "job %" PRId64 "\nplaced %" PRId64 "\nrank0 %d\nstarted %d\nstopping %d\nkilled %d\nreported %d\n"
+				   "deadline %.3f\nworld %d\nlaunching %d\nrestarting %d\nrestart_kill_at %.3f\nrestart_killed %d\nworkers %d\n",
 				   j->id, j->placed_us, j->rank0_here, j->start_reported, j->stopping, j->killed,
-				   j->reported, j->nworkers);
+				   j->reported, j->deadline, j->world_size, j->launching, j->restarting, j->restart_kill_at, j->restart_killed,
+				   j->nworkers);
 	for (i = 0; i < j->nworkers && off < sizeof(text); i++)
 		off += snprintf(text + off, sizeof(text) - off, "worker %d %d %d %llu %d\n",
 						j->w[i].rank, j->w[i].local_rank, (int) j->w[i].sup_pid,
@@ -655,8 +703,14 @@ job_load(const char *path)
 				stopping = 0,
 				killed = 0,
 				reported = 0,
+				world = 0,
+				restarting = 0,
+				launching = 0,
+				restart_killed = 0,
 				n = -1,
 				got = 0;
+	double		restart_kill_at = 0,
+				deadline = 0;
 	Job		   *j = NULL;
 
 	if (f == NULL)
@@ -675,7 +729,13 @@ job_load(const char *path)
 			sscanf(line, "started %d", &started) == 1 ||
 			sscanf(line, "stopping %d", &stopping) == 1 ||
 			sscanf(line, "killed %d", &killed) == 1 ||
-			sscanf(line, "reported %d", &reported) == 1)
+			sscanf(line, "reported %d", &reported) == 1 ||
+			sscanf(line, "deadline %lf", &deadline) == 1 ||
+			sscanf(line, "world %d", &world) == 1 ||
+			sscanf(line, "launching %d", &launching) == 1 ||
+			sscanf(line, "restarting %d", &restarting) == 1 ||
+			sscanf(line, "restart_kill_at %lf", &restart_kill_at) == 1 ||
+			sscanf(line, "restart_killed %d", &restart_killed) == 1)
 			continue;
 		if (sscanf(line, "workers %d", &n) == 1)
 		{
@@ -714,6 +774,18 @@ job_load(const char *path)
 	j->stopping = stopping;
 	j->killed = killed;
 	j->reported = reported;
+	/*
+	 * A stopping job's grace deadline, on the monotonic clock (the same for
+	 * every process until the host reboots): an agent restarted while the
+	 * server is out of reach does not SIGKILL workers that still checkpoint.
+	 * A record without one (an older agent's) gets the default grace.
+	 */
+	j->deadline = deadline > 0 ? deadline : mono_now() + 60;
+	j->world_size = world;
+	j->launching = launching;
+	j->restarting = restarting;
+	j->restart_kill_at = restart_kill_at;
+	j->restart_killed = restart_killed;
 	return j;
 }
 
@@ -747,7 +819,25 @@ workers_load_state(void)
 	closedir(d);
 	workers_poll();
 	for (Job *j = jobs; j; j = j->next)
+	{
 		agent_log(LOG_INFO, "job %" PRId64 ": found %d of its %d local workers still running (left by a previous agent)",
 				  j->id, job_live_workers(j), j->nworkers);
+		if (j->launching)
+		{
+			/*
+			 * The previous agent stopped while it launched them: kill the
+			 * ones it launched; the first resync starts them all again, as
+			 * after a restart at a new size (agent.c).
+			 */
+			agent_log(LOG_WARNING, "job %" PRId64 ": the previous agent stopped while launching its workers; "
+					  "SIGKILL to the %d it launched, then all are started again", j->id, job_live_workers(j));
+			job_signal(j, SIGKILL);
+			j->launching = false;
+			j->restarting = true;
+			j->restart_killed = true;
+			j->restart_kill_at = mono_now();
+			job_save(j);
+		}
+	}
 	return n;
 }
