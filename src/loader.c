@@ -347,6 +347,8 @@ job_receive(TupleTableSlot *slot, DestReceiver *self)
 		j->max_workers = DatumGetInt32(v[29]);
 		j->pool = nl[30] ? -2 : pool_index(c, DatumGetInt32(v[30]), -2);
 		j->borrowed = DatumGetBool(v[31]);
+		/* with a span: the id of a node it runs on (load_growable makes it a domain) */
+		j->span_in = nl[32] ? 0 : DatumGetInt32(v[32]);
 	}
 	j->las_queue = -1;			/* set by the order step, which knows the clock */
 	/* clamp depths the model cannot have */
@@ -900,8 +902,10 @@ load_jobs(GsState *st, GsCluster *c, const IdIndex *teams)
 /*
  * Elastic gangs holding capacity below their maximum, which a round may
  * grow (docs/elastic.md), as GsJobs in st->grow: the pending jobs' columns,
- * then max_workers, the pool of its nodes and its borrowed flag. A job
- * with a span (the whole gang in one domain) is not grown. A partial
+ * then max_workers, the pool of its nodes, its borrowed flag and, for a
+ * job with a span (the whole gang in one domain), a node it runs on, so
+ * that its new replicas stay in that node's domain of the span's depth
+ * (span_in). A partial
  * index keeps this query free when no elastic job holds capacity.
  */
 static void
@@ -909,6 +913,9 @@ load_growable(GsState *st, GsCluster *c, const IdIndex *teams, int *dcap)
 {
 	JobReceiver r;
 	GsState		tmp;
+	IdIndex		nodes;
+	bool		have_nodes = false;
+	int			i;
 
 	memset(&tmp, 0, sizeof(tmp));
 	tmp.cluster = c;
@@ -927,17 +934,46 @@ load_growable(GsState *st, GsCluster *c, const IdIndex *teams, int *dcap)
 		"       (SELECT n.pool_id FROM gangsched.allocations a JOIN gangsched.nodes n"
 		"            ON n.id OPERATOR(pg_catalog.=) a.node_id"
 		"         WHERE a.job OPERATOR(pg_catalog.=) g.id AND pg_catalog.upper_inf(a.during) LIMIT 1),"
-		"       g.borrowed"
+		"       g.borrowed,"
+		"       CASE WHEN g.span IS NOT NULL THEN"
+		"       (SELECT a.node_id FROM gangsched.allocations a"
+		"         WHERE a.job OPERATOR(pg_catalog.=) g.id AND pg_catalog.upper_inf(a.during)"
+		"         ORDER BY a.worker LIMIT 1) END"
 		"  FROM gangsched.gangs g"
 		" WHERE g.min_replicas IS NOT NULL"
 		"   AND g.state OPERATOR(pg_catalog.=) ANY ('{placed,running}'::pg_catalog.text[])"
-		"   AND g.workers OPERATOR(pg_catalog.<) g.max_workers AND g.span IS NULL"
+		"   AND g.workers OPERATOR(pg_catalog.<) g.max_workers"
 		"   AND g.shrink_to IS NULL"
 		" ORDER BY g.id",
 		0, NULL, NULL, (DestReceiver *) &r, true, SPI_OK_SELECT);
 	MemoryContextSwitchTo(r.cxt);
 	st->grow = tmp.jobs;
 	st->ngrow = tmp.njobs;
+	/* a gang with a span grows inside the domain of that depth that holds it */
+	for (i = 0; i < st->ngrow; i++)
+	{
+		GsJob	   *g = &st->grow[i];
+		int			n;
+
+		if (g->span_depth < 0)
+		{
+			g->span_in = 0;
+			continue;
+		}
+		if (!have_nodes)
+		{
+			nodes = node_index(c);
+			have_nodes = true;
+		}
+		n = g->span_in != 0 ? id_lookup(&nodes, g->span_in) : -1;
+		if (n < 0)
+		{
+			g->span_in = 0;
+			g->max_workers = g->workers;	/* where it runs is unknown: no grow */
+			continue;
+		}
+		g->span_in = c->nodes[n].dom[g->span_depth] + 1;
+	}
 }
 
 /* Which nodes cache the datasets pending jobs name. */

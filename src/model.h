@@ -274,6 +274,9 @@ typedef struct GsJob
 	int16_t		group_depth;	/* 1..L+1 */
 	int16_t		stage_depth;	/* -1 none */
 	int16_t		span_depth;		/* -1 none */
+	int32_t		span_in;		/* a growing gang with a span: 1 + the index of the domain at
+								 * span_depth that holds it, where its new replicas must go;
+								 * 0 none (docs/elastic.md) */
 	int32_t		dataset;		/* index into datasets, -1 none/unknown */
 	GsLocality	locality;
 	bool		has_old_reason; /* a reason was stored before this round */

@@ -654,6 +654,11 @@ choose_gang_domain(GsPlacer *p, int *out_d, int *out_i)
 	int			d,
 				i;
 	bool		any = false;
+	const GsDomain *within = NULL;
+
+	if (p->job->span_in > 0 && p->job->span_depth >= 0 && p->job->span_depth <= p->L1 &&
+		p->job->span_in <= p->c->ndom[p->job->span_depth])
+		within = &p->c->dom[p->job->span_depth][p->job->span_in - 1];
 
 	/* no pool holds the gang: no domain inside one does either */
 	if (p->maxcnt[0] < gang_need(p, 0))
@@ -679,6 +684,10 @@ choose_gang_domain(GsPlacer *p, int *out_d, int *out_i)
 
 			if (p->cnt[d][i] < need)
 				continue;
+			if (within != NULL &&
+				(p->c->dom[d][i].first_node < within->first_node ||
+				 p->c->dom[d][i].first_node >= within->first_node + within->nnodes))
+				continue;		/* a grow stays in its gang's span domain */
 			if (p->mode == MODE_EMPTY)
 			{
 				k1 = -(int64_t) p->freecnt[d][i];
@@ -1076,6 +1085,8 @@ place_internal(GsPlacer *p, GsJob *j, GsWhy *why, bool commit)
 		if (why == NULL)
 			return false;		/* a yes/no probe: no explanation, no memo */
 		explain(p, why);
+		if (j->span_in > 0)
+			return false;		/* confined to one domain: not the shape's failure */
 		m = hash_search(p->memo, &key, HASH_ENTER, &found);
 		if (!found || j->workers < m->min_failing_workers)
 		{
