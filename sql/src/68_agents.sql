@@ -12,13 +12,16 @@
 -- (docs/time.md). NULL for jobs without a limit. A shrinking elastic gang
 -- (docs/elastic.md#shrinking): its released workers have action 'shrink'
 -- (stop them by `deadline`, then workers_released), and every row of it
--- has the world size after the shrink.
+-- has the world size after the shrink. `grace` is the time a stop gives the
+-- job's workers to checkpoint (its own grace, else gangsched.default_grace,
+-- at most gangsched.max_grace): the agent waits that long before SIGKILL
+-- when it restarts them at a new size (docs/agent.md).
 CREATE FUNCTION gangsched.node_work(node text)
 RETURNS TABLE (job bigint, action text, state text, worker int, local_rank int, local_world_size int,
                world_size int, devices int[], first_slice int, slices int, cpus numeric, mem_gb numeric,
                net_gbps numeric, command text, rank0_node text, deadline timestamptz, placed_at timestamptz,
                gpus numeric, seconds_left float8, time_limit interval, limit_at timestamptz,
-               limit_seconds_left float8)
+               limit_seconds_left float8, grace interval)
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     n gangsched.nodes := gangsched._node(node);
@@ -40,7 +43,9 @@ BEGIN
            extract(epoch FROM CASE WHEN a.worker >= g.shrink_to THEN g.shrink_deadline ELSE g.preempt_deadline END
                               - gangsched.now())::float8,
            g.time_limit, g.placed_at + g.time_limit,
-           extract(epoch FROM g.placed_at + g.time_limit - gangsched.now())::float8
+           extract(epoch FROM g.placed_at + g.time_limit - gangsched.now())::float8,
+           LEAST(COALESCE(g.grace, pg_catalog.current_setting('gangsched.default_grace')::interval),
+                 pg_catalog.current_setting('gangsched.max_grace')::interval)
       FROM gangsched.allocations a JOIN gangsched.gangs g ON g.id = a.job
      WHERE a.node_id = n.id AND upper_inf(a.during) AND g.state IN ('placed', 'running', 'preempting')
      ORDER BY a.job, a.worker;

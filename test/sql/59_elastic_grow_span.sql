@@ -1,8 +1,9 @@
 -- Elastic gangs with a span (issue 17, docs/elastic.md#growing): the whole
 -- gang must lie in one domain of the span's level, so a grow takes free
 -- capacity only inside the domain that already holds the gang, never in
--- another one with more room. Virtual time; ends with check_invariants()
--- empty.
+-- another one with more room. Also node_work's grace column, which the
+-- agent restarts an elastic gang's workers with. Virtual time; ends with
+-- check_invariants() empty.
 SET client_min_messages = warning;
 CREATE EXTENSION gangsched CASCADE;
 RESET client_min_messages;
@@ -25,10 +26,19 @@ SELECT gangsched.add_team('a'), gangsched.add_team('b');
 -- all in one rack) starts on the other
 SELECT gangsched.submit('b', 1, 8, name => 'blk') AS blk \gset
 SELECT placed FROM gangsched.run_round();
-SELECT gangsched.submit('a', 4, 8, min_replicas => 1, span => 'rack', name => 'el') AS el \gset
+SELECT gangsched.submit('a', 4, 8, min_replicas => 1, span => 'rack', grace => '2 minutes', name => 'el') AS el \gset
 SELECT placed FROM gangsched.run_round();
 SELECT gangsched.job_started(:el, node) FROM (SELECT DISTINCT node FROM gangsched.placements WHERE job = :el) n;
 SELECT name, state, workers, replicas, span FROM gangsched.jobs WHERE job = :el;
+-- node_work gives each job's grace (the agent's restart grace): el's own,
+-- blk the default (60 s); both at most gangsched.max_grace
+SELECT p.job = :el AS el, w.grace
+  FROM (SELECT DISTINCT job, node FROM gangsched.placements) p
+ CROSS JOIN LATERAL (SELECT DISTINCT x.grace FROM gangsched.node_work(p.node) x WHERE x.job = p.job) w ORDER BY 1;
+SET gangsched.max_grace = '90s';
+SELECT DISTINCT w.grace FROM gangsched.placements p
+ CROSS JOIN LATERAL gangsched.node_work(p.node) w WHERE p.job = :el AND w.job = :el;
+RESET gangsched.max_grace;
 
 -- r2 comes up: two free nodes, but in the other rack: no grow
 SELECT gangsched.set_node_state('n3', 'up'), gangsched.set_node_state('n4', 'up');

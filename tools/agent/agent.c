@@ -517,8 +517,10 @@ begin_stop(Job *j, double remaining)
 /*
  * node_work(), with each job's placed_at (which tells two placements of
  * the same job apart), whether its workers are fractional, and the grace
- * a restart at a new size gives the workers to checkpoint
- * (gangsched.default_grace, at most gangsched.max_grace).
+ * a restart at a new size gives the workers to checkpoint: node_work's
+ * `grace` (the job's own, capped), or, from a server whose node_work has
+ * no such column yet (a library newer than the catalog, docs/upgrade.md),
+ * gangsched.default_grace at most gangsched.max_grace.
  */
 static const char *resync_sql =
 "SELECT w.job, w.action, w.worker, w.local_rank, w.local_world_size, w.world_size,"
@@ -527,9 +529,9 @@ static const char *resync_sql =
 "       (extract(epoch FROM w.placed_at) * 1000000)::pg_catalog.int8,"
 "       w.gpus > 0 AND w.gpus < 1,"
 "       CASE WHEN w.limit_seconds_left IS NOT NULL THEN GREATEST(w.limit_seconds_left, 0) END,"
-"       extract(epoch FROM LEAST("
-"         COALESCE(pg_catalog.current_setting('gangsched.default_grace', true), '60s')::pg_catalog.interval,"
-"         COALESCE(pg_catalog.current_setting('gangsched.max_grace', true), '600s')::pg_catalog.interval))::pg_catalog.float8"
+"       extract(epoch FROM COALESCE((pg_catalog.to_jsonb(w) OPERATOR(pg_catalog.->>) 'grace')::pg_catalog.interval,"
+"         LEAST(COALESCE(pg_catalog.current_setting('gangsched.default_grace', true), '60s')::pg_catalog.interval,"
+"               COALESCE(pg_catalog.current_setting('gangsched.max_grace', true), '600s')::pg_catalog.interval)))::pg_catalog.float8"
 "  FROM gangsched.node_work($1) w"
 " ORDER BY w.job, w.worker";
 
