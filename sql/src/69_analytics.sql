@@ -515,14 +515,19 @@ $$;
 -- row per job and interval of [from, to) in which the number of its
 -- allocations stayed the same, from the allocation history. `until` is
 -- NULL while still held. Jobs archived (archive_history()) are not shown:
--- their allocations went with them.
+-- their allocations went with them. The intervals are cut from the whole
+-- allocation history of the jobs that held something in the window (an
+-- interval that began before `from` keeps its real `since`, and counts
+-- only what was held then: a worker a shrink released before `from` ended
+-- the interval before it).
 CREATE FUNCTION gangsched.replica_history("from" timestamptz, "to" timestamptz)
 RETURNS TABLE (job bigint, name text, team text, since timestamptz, until timestamptz, workers int,
                replicas int, min_replicas int, max_replicas int)
 LANGUAGE sql STABLE SET jit = off AS $$
-WITH a AS (
-    SELECT x.job, x.team_id, x.during FROM gangsched.allocations x
-     WHERE x.during && tstzrange($1, $2)),
+WITH j AS (
+    SELECT DISTINCT x.job FROM gangsched.allocations x WHERE x.during && tstzrange($1, $2)),
+a AS (
+    SELECT x.job, x.team_id, x.during FROM gangsched.allocations x WHERE x.job IN (SELECT j.job FROM j)),
 pts AS (
     SELECT a.job, lower(a.during) AS t FROM a
     UNION
@@ -540,6 +545,6 @@ shape AS (
            COALESCE(g.max_workers, g.workers) AS max_workers FROM gangsched.gangs g)
 SELECT h.job, s.name, t.name, h.since, h.until, h.n, h.n / s.unit, s.min_replicas, s.max_workers / s.unit
   FROM held h JOIN shape s ON s.id = h.job JOIN gangsched.teams t ON t.id = s.team_id
- WHERE h.n > 0 AND h.since < $2
+ WHERE h.n > 0 AND h.since < $2 AND (h.until IS NULL OR h.until > $1)
  ORDER BY h.job, h.since
 $$;

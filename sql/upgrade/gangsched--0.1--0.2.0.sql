@@ -9302,3 +9302,42 @@ SELECT * FROM (
       FROM et) x
  ORDER BY 1 NULLS LAST
 $$;
+
+-- The replicas each job held over time (elastic gangs, docs/elastic.md;
+-- a rigid job holds all of its replicas whenever it holds anything): one
+-- row per job and interval of [from, to) in which the number of its
+-- allocations stayed the same, from the allocation history. `until` is
+-- NULL while still held. Jobs archived (archive_history()) are not shown:
+-- their allocations went with them. The intervals are cut from the whole
+-- allocation history of the jobs that held something in the window (an
+-- interval that began before `from` keeps its real `since`, and counts
+-- only what was held then: a worker a shrink released before `from` ended
+-- the interval before it).
+CREATE OR REPLACE FUNCTION gangsched.replica_history("from" timestamptz, "to" timestamptz)
+RETURNS TABLE (job bigint, name text, team text, since timestamptz, until timestamptz, workers int,
+               replicas int, min_replicas int, max_replicas int)
+LANGUAGE sql STABLE SET jit = off AS $$
+WITH j AS (
+    SELECT DISTINCT x.job FROM gangsched.allocations x WHERE x.during && tstzrange($1, $2)),
+a AS (
+    SELECT x.job, x.team_id, x.during FROM gangsched.allocations x WHERE x.job IN (SELECT j.job FROM j)),
+pts AS (
+    SELECT a.job, lower(a.during) AS t FROM a
+    UNION
+    SELECT a.job, upper(a.during) FROM a WHERE NOT upper_inf(a.during)),
+seg AS (
+    SELECT p.job, p.t AS since, lead(p.t) OVER (PARTITION BY p.job ORDER BY p.t) AS until FROM pts p),
+held AS (
+    SELECT s.job, s.since, s.until,
+           -- after a job's last change point only what is still held counts
+           (SELECT count(*) FROM a WHERE a.job = s.job AND a.during @> s.since
+                                     AND (s.until IS NOT NULL OR upper_inf(a.during)))::int AS n
+      FROM seg s),
+shape AS (
+    SELECT g.id, g.name, g.team_id, g.group_size * g.stages AS unit, g.min_replicas,
+           COALESCE(g.max_workers, g.workers) AS max_workers FROM gangsched.gangs g)
+SELECT h.job, s.name, t.name, h.since, h.until, h.n, h.n / s.unit, s.min_replicas, s.max_workers / s.unit
+  FROM held h JOIN shape s ON s.id = h.job JOIN gangsched.teams t ON t.id = s.team_id
+ WHERE h.n > 0 AND h.since < $2 AND (h.until IS NULL OR h.until > $1)
+ ORDER BY h.job, h.since
+$$;

@@ -296,7 +296,8 @@ SELECT gangsched.workers_released(node, :el7) FROM gangsched.placements WHERE jo
 SELECT * FROM pg_temp.shrinks();
 SELECT workers, replicas, min_replicas, max_replicas, since, until
   FROM gangsched.replica_history('2030-01-01', '2030-01-02') WHERE job = :el7 ORDER BY since;
--- a window that begins inside the shrink: its steps from there
+-- a window that begins inside the shrink: the interval held then, with
+-- its real start (13:00:10, when worker 3 went), and the next
 SELECT workers, replicas, since, until
   FROM gangsched.replica_history('2030-01-01 13:00:15+00', '2030-01-02') WHERE job = :el7 ORDER BY since;
 SELECT * FROM gangsched.check_invariants();
@@ -307,7 +308,7 @@ SELECT pg_temp.clear();
 /* ------------------------------------------------------------------ */
 -- every shrink decided above, per team (all of them a's gangs): the
 -- counters against the events, the lost work against the jobs (scenario
--- 4's shrink killed at its deadline lost 8 GPUs x 30 min)
+-- 4's shrink killed at its deadline lost 8 GPUs x 31 min, 4.13 GPU-hours)
 SELECT m.name, m.labels ->> 'team' AS team, m.value,
        CASE m.name
          WHEN 'gangsched_team_shrinks_total'
