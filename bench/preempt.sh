@@ -37,7 +37,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 
 NODES=2000 GPN=8 RACK_NODES=8 SPINE_RACKS=16 ZONE_SPINES=4 FRAC_EVERY=8
-NJOBS=100 NP_GPUS="" SEED=0.17 REPS=7 KEEP=0 PERF=0 ELASTIC=0
+NJOBS=100 NP_GPUS="" SEED=0.17 REPS=7 KEEP=0 KEEP_STATE=0 PERF=0 ELASTIC=0
 T0="2030-01-01 00:00:00+00" T1="2030-01-01 02:00:00+00" T2="2030-01-01 02:00:30+00"
 MAINT_DB=${BENCH_MAINTENANCE_DB:-postgres}
 EXT_TPL=${GS_EXT_TEMPLATE:-}
@@ -64,6 +64,9 @@ usage: bash bench/preempt.sh [options]
                     PostgreSQL install is shared and its extension files may
                     no longer match the library this server preloaded
   --keep           keep the database
+  --keep-state     stop after the measured (rolled-back) rounds and keep the
+                   database in its state before the reclaim round, to time
+                   rounds on it from outside (e.g. two states side by side)
 USAGE
 }
 while [ $# -gt 0 ]; do
@@ -79,6 +82,7 @@ while [ $# -gt 0 ]; do
     --perf) PERF=1 ;;
     --ext-template) EXT_TPL=$2; shift ;;
     --keep) KEEP=1 ;;
+    --keep-state) KEEP=1 KEEP_STATE=1 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "bench/preempt.sh: unknown option $1" >&2; usage; exit 2 ;;
   esac
@@ -104,7 +108,7 @@ cleanup() {
       psql_ -d "$MAINT_DB" -c "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" >/dev/null 2>&1 || true
     done
   else
-    log "kept database $DB (scheduler clock: SET gangsched.clock_override = '$T2')"
+    log "kept database $DB (scheduler clock: SET gangsched.clock_override = '$( [ "$KEEP_STATE" -eq 1 ] && echo "$T1" || echo "$T2")')"
   fi
   rm -rf "$TMP"
   exit $rc
@@ -315,6 +319,11 @@ if [ "$PERF" -eq 1 ]; then
   else
     log "perf: skipped (needs root and perf)"
   fi
+fi
+
+if [ "$KEEP_STATE" -eq 1 ]; then
+  log "kept state before the reclaim round (--keep-state): no committed round"
+  exit 0
 fi
 
 # --- the round for real, then correctness -------------------------------------------
