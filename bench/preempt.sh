@@ -37,7 +37,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 
 NODES=2000 GPN=8 RACK_NODES=8 SPINE_RACKS=16 ZONE_SPINES=4 FRAC_EVERY=8
-NJOBS=100 NP_GPUS="" SEED=0.17 REPS=7 KEEP=0 PERF=0
+NJOBS=100 NP_GPUS="" SEED=0.17 REPS=7 KEEP=0 KEEP_STATE=0 PERF=0 ELASTIC=0
 T0="2030-01-01 00:00:00+00" T1="2030-01-01 02:00:00+00" T2="2030-01-01 02:00:30+00"
 MAINT_DB=${BENCH_MAINTENANCE_DB:-postgres}
 EXT_TPL=${GS_EXT_TEMPLATE:-}
@@ -49,6 +49,10 @@ usage: bash bench/preempt.sh [options]
   --jobs N         reclaiming jobs of team A [$NJOBS]
   --np-gpus N      GPUs of B's non-preemptible (guaranteed) jobs [10 % of the cluster]
   --seed S         setseed() argument [$SEED]
+  --elastic F      fraction F of B's preemptible gangs of 2 or more replicas
+                   elastic (min_replicas half their replicas, by job number;
+                   bench/preempt_fill.sql), so that victim selection may
+                   shrink them (docs/elastic.md#shrinking) [$ELASTIC]
   --reps N         measured (on, off) pairs after the warm-up [$REPS]
   --quick          --reps 3
   --perf           also profile one preemption round with perf (root, perf);
@@ -60,6 +64,9 @@ usage: bash bench/preempt.sh [options]
                     PostgreSQL install is shared and its extension files may
                     no longer match the library this server preloaded
   --keep           keep the database
+  --keep-state     stop after the measured (rolled-back) rounds and keep the
+                   database in its state before the reclaim round, to time
+                   rounds on it from outside (e.g. two states side by side)
 USAGE
 }
 while [ $# -gt 0 ]; do
@@ -69,11 +76,13 @@ while [ $# -gt 0 ]; do
     --jobs) NJOBS=$2; shift ;;
     --np-gpus) NP_GPUS=$2; shift ;;
     --seed) SEED=$2; shift ;;
+    --elastic) ELASTIC=$2; shift ;;
     --reps) REPS=$2; shift ;;
     --quick) REPS=3 ;;
     --perf) PERF=1 ;;
     --ext-template) EXT_TPL=$2; shift ;;
     --keep) KEEP=1 ;;
+    --keep-state) KEEP=1 KEEP_STATE=1 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "bench/preempt.sh: unknown option $1" >&2; usage; exit 2 ;;
   esac
@@ -99,7 +108,7 @@ cleanup() {
       psql_ -d "$MAINT_DB" -c "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" >/dev/null 2>&1 || true
     done
   else
-    log "kept database $DB (scheduler clock: SET gangsched.clock_override = '$T2')"
+    log "kept database $DB (scheduler clock: SET gangsched.clock_override = '$( [ "$KEEP_STATE" -eq 1 ] && echo "$T1" || echo "$T2")')"
   fi
   rm -rf "$TMP"
   exit $rc
@@ -179,20 +188,22 @@ psql_ -d "$DB" -v nodes="$NODES" -v gpn="$GPN" -v rack_nodes="$RACK_NODES" -v sp
 psql_ -d "$DB" -c "VACUUM ANALYZE"
 t1=$(now_ms)
 S="$TMP/fill.sql"; cp "$HERE/preempt_fill.sql" "$S"
-run_script "$DB" "$S" -v seed="$SEED" -v t0="$T0" -v t1="$T1" -v np_gpus="$NP_GPUS"
+run_script "$DB" "$S" -v seed="$SEED" -v t0="$T0" -v t1="$T1" -v np_gpus="$NP_GPUS" -v elastic="$ELASTIC"
 psql_ -d "$DB" -c "VACUUM (FREEZE, ANALYZE)"
 t2=$(now_ms)
 read -r CAP BUSY BORROWED <<<"$(kv "$S" gpus)"
 read -r RUNNING RUN_BORROWED RUN_NP OTHER <<<"$(kv "$S" jobs)"
 FILL_VIOL=$(kv "$S" fill_violations)
+read -r EL_RUNNING EL_SPARE <<<"$(kv "$S" elastic)"
 log "filled: $BUSY of $CAP GPUs busy, $BORROWED borrowed; $RUNNING jobs running ($RUN_BORROWED borrowed, $RUN_NP non-preemptible), $OTHER in other live states; $(kv "$S" checkpointed) checkpointed; invariant violations $FILL_VIOL; rounds placed (stage 1, 2, 3): $(kv "$S" stage1_round | cut -d' ' -f1), $(kv "$S" stage2_round | cut -d' ' -f1), $(kv "$S" stage3_round | cut -d' ' -f1) (fillers $(kv "$S" fillers)); $((t1 - t0)) + $((t2 - t1)) ms"
 S2="$TMP/reclaim.sql"; cp "$HERE/preempt_reclaim.sql" "$S2"
 run_script "$DB" "$S2" -v seed="$SEED" -v t1="$T1" -v njobs="$NJOBS"
 psql_ -d "$DB" -c "VACUUM ANALYZE"
 read -r A_N A_GPUS A_MIN A_MAX <<<"$(kv "$S2" reclaim)"
 log "reclaiming: $A_N jobs of team1, $A_GPUS GPUs ($A_MIN–$A_MAX each; $(kv "$S2" reclaim_mix))"
-printf '{"bench":"preempt_setup","nodes":%s,"gpus":%s,"busy_gpus":%s,"borrowed_gpus":%s,"running_jobs":%s,"borrowed_jobs":%s,"non_preemptible_jobs":%s,"reclaiming_jobs":%s,"reclaiming_gpus":%s,"reclaiming_min_gpus":%s,"reclaiming_max_gpus":%s,"invariant_violations":%s,"setup_ms":%s}\n' \
-  "$NODES" "$CAP" "$BUSY" "$BORROWED" "$RUNNING" "$RUN_BORROWED" "$RUN_NP" "$A_N" "$A_GPUS" "$A_MIN" "$A_MAX" "$FILL_VIOL" $((t2 - t0))
+printf '{"bench":"preempt_setup","nodes":%s,"gpus":%s,"busy_gpus":%s,"borrowed_gpus":%s,"running_jobs":%s,"borrowed_jobs":%s,"non_preemptible_jobs":%s,"reclaiming_jobs":%s,"reclaiming_gpus":%s,"reclaiming_min_gpus":%s,"reclaiming_max_gpus":%s,"invariant_violations":%s,"setup_ms":%s,"elastic":%s,"elastic_running_jobs":%s,"elastic_spare_replicas":%s}\n' \
+  "$NODES" "$CAP" "$BUSY" "$BORROWED" "$RUNNING" "$RUN_BORROWED" "$RUN_NP" "$A_N" "$A_GPUS" "$A_MIN" "$A_MAX" "$FILL_VIOL" $((t2 - t0)) \
+  "$ELASTIC" "${EL_RUNNING:-0}" "${EL_SPARE:-0}"
 if [ "$BUSY" != "$CAP" ]; then log "WARNING: the cluster is not full ($BUSY of $CAP GPUs)"; fi
 
 # --- measured rounds -------------------------------------------------------
@@ -207,10 +218,11 @@ SELECT * FROM gangsched.run_round() \\gset r_
 \\timing off
 SET LOCAL client_min_messages = warning;
 SELECT count(*) FILTER (WHERE state = 'nominated') AS nom, count(*) FILTER (WHERE state = 'preempting') AS vic,
-       count(*) FILTER (WHERE state = 'placed') AS placed
-  FROM gangsched.gangs \\gset
+       count(*) FILTER (WHERE state = 'placed') AS placed,
+       count(*) FILTER (WHERE (to_jsonb(g) ->> 'shrink_to') IS NOT NULL) AS shr
+  FROM gangsched.gangs g \\gset
 ROLLBACK;
-\\echo KV $2 :r_considered :r_placed :r_preempted :r_ms :nom :vic :placed
+\\echo KV $2 :r_considered :r_placed :r_preempted :r_ms :nom :vic :placed :shr
 $VAC
 SQL
 }
@@ -237,14 +249,14 @@ for ((i = 1; i <= REPS; i++)); do
   declare -A ms=() ph=()
   ms[$a]=${TMS[$k]} ph[$a]=${PHS[$k]:-}; ms[$b]=${TMS[$((k + 1))]} ph[$b]=${PHS[$((k + 1))]:-}
   k=$((k + 2))
-  read -r cons pl pre fn nom vic plc <<<"$(kv "$S3" "rep${i}_on")"
+  read -r cons pl pre fn nom vic plc shr <<<"$(kv "$S3" "rep${i}_on")"
   read -r cons_off pl_off pre_off fn_off nom_off vic_off _ <<<"$(kv "$S3" "rep${i}_off")"
   ON_MS+=("${ms[on]}") OFF_MS+=("${ms[off]}") ON_PH+=("${ph[on]}") OFF_PH+=("${ph[off]}")
   d=$(calc "${ms[on]} - ${ms[off]}")
   dd=$(calc "$(echo "${ph[on]}" | awk '{ print $3 }') - $(echo "${ph[off]}" | awk '{ print $3 }')")
   DIFF+=("$d") DDIFF+=("$dd")
   RATE+=("$(calc "$nom / ($d / 1000)")") DRATE+=("$(calc "$nom / ($dd / 1000)")")
-  log "  pair $i: on ${ms[on]} ms [${ph[on]}] considered $cons, placed $pl, preempted $pre, nominated $nom, preempting $vic; off ${ms[off]} ms [${ph[off]}] considered $cons_off, placed $pl_off; selection $d ms (decide phases: $dd ms)"
+  log "  pair $i: on ${ms[on]} ms [${ph[on]}] considered $cons, placed $pl, preempted $pre, nominated $nom, preempting $vic, shrinking $shr; off ${ms[off]} ms [${ph[off]}] considered $cons_off, placed $pl_off; selection $d ms (decide phases: $dd ms)"
   unset ms ph
 done
 read -r ON_MED ON_MIN ON_MAX <<<"$(stats "${ON_MS[@]}")"
@@ -253,10 +265,10 @@ read -r D_MED D_MIN D_MAX <<<"$(stats "${DIFF[@]}")"
 read -r DD_MED DD_MIN DD_MAX <<<"$(stats "${DDIFF[@]}")"
 read -r R_MED R_MIN R_MAX <<<"$(stats "${RATE[@]}")"
 read -r DR_MED DR_MIN DR_MAX <<<"$(stats "${DRATE[@]}")"
-read -r cons pl PREEMPTED fn NOMINATED VICTIMS plc <<<"$(kv "$S3" "rep1_on")"
+read -r cons pl PREEMPTED fn NOMINATED VICTIMS plc SHRINKING <<<"$(kv "$S3" "rep1_on")"
 SEL_MED=$(calc "$ON_MED - $OFF_MED")
-printf '{"bench":"preempt_round","nodes":%s,"gpus":%s,"busy_gpus":%s,"borrowed_gpus":%s,"reclaiming_jobs":%s,"considered":%s,"placed_jobs":%s,"preempted":%s,"nominated":%s,"preempting_jobs":%s,"round_ms":%s,"round_ms_min":%s,"round_ms_max":%s,"phase_ms":%s,"round_off_ms":%s,"round_off_ms_min":%s,"round_off_ms_max":%s,"phase_off_ms":%s,"reps":%s,"with_commit":false}\n' \
-  "$NODES" "$CAP" "$BUSY" "$BORROWED" "$A_N" "$cons" "$pl" "$PREEMPTED" "$NOMINATED" "$VICTIMS" \
+printf '{"bench":"preempt_round","nodes":%s,"gpus":%s,"busy_gpus":%s,"borrowed_gpus":%s,"reclaiming_jobs":%s,"considered":%s,"placed_jobs":%s,"preempted":%s,"nominated":%s,"preempting_jobs":%s,"shrinking_jobs":%s,"round_ms":%s,"round_ms_min":%s,"round_ms_max":%s,"phase_ms":%s,"round_off_ms":%s,"round_off_ms_min":%s,"round_off_ms_max":%s,"phase_off_ms":%s,"reps":%s,"with_commit":false}\n' \
+  "$NODES" "$CAP" "$BUSY" "$BORROWED" "$A_N" "$cons" "$pl" "$PREEMPTED" "$NOMINATED" "$VICTIMS" "${SHRINKING:-0}" \
   "$ON_MED" "$ON_MIN" "$ON_MAX" "$(phase_json "${ON_PH[@]}")" "$OFF_MED" "$OFF_MIN" "$OFF_MAX" "$(phase_json "${OFF_PH[@]}")" "$REPS"
 printf '{"bench":"preempt_selection","nominations":%s,"victims":%s,"selection_ms":%s,"selection_ms_paired_median":%s,"selection_ms_min":%s,"selection_ms_max":%s,"decisions_per_s":%s,"decisions_per_s_paired_median":%s,"decisions_per_s_min":%s,"decisions_per_s_max":%s,"ms_per_decision":%s,"decide_phase_selection_ms":%s,"decide_phase_selection_ms_min":%s,"decide_phase_selection_ms_max":%s,"decide_phase_decisions_per_s":%s,"reps":%s,"target_decisions_per_s":1000,"target_ms_per_decision":1}\n' \
   "$NOMINATED" "$PREEMPTED" "$SEL_MED" "$D_MED" "$D_MIN" "$D_MAX" "$(calc "$NOMINATED / ($SEL_MED / 1000)")" "$R_MED" "$R_MIN" "$R_MAX" \
@@ -309,6 +321,11 @@ if [ "$PERF" -eq 1 ]; then
   fi
 fi
 
+if [ "$KEEP_STATE" -eq 1 ]; then
+  log "kept state before the reclaim round (--keep-state): no committed round"
+  exit 0
+fi
+
 # --- the round for real, then correctness -------------------------------------------
 S6="$TMP/final.sql"
 {
@@ -352,6 +369,16 @@ SELECT count(*) AS n FROM gangsched.gangs WHERE state = 'preempting' \\gset
 SELECT count(gangsched.job_released(id, true)) AS released
   FROM (SELECT id FROM gangsched.gangs WHERE state = 'preempting' ORDER BY id) v \\gset
 \\timing off
+-- shrinking elastic victims (--elastic): their agents report the released workers
+SELECT EXISTS (SELECT FROM pg_catalog.pg_proc WHERE proname = 'workers_released') AS has_shrink \\gset
+\\if :has_shrink
+SELECT count(gangsched.workers_released(n.name, s.job)) AS shrinks_released
+  FROM (SELECT DISTINCT a.job, a.node_id FROM gangsched.allocations a JOIN gangsched.gangs g ON g.id = a.job
+         WHERE g.shrink_to IS NOT NULL AND upper_inf(a.during) AND a.worker >= g.shrink_to ORDER BY 1, 2) s
+  JOIN gangsched.nodes n ON n.id = s.node_id \\gset
+\\else
+\\set shrinks_released 0
+\\endif
 SELECT count(*) FILTER (WHERE state = 'nominated') AS still_nominated,
        count(*) FILTER (WHERE state = 'placed' AND id IN (SELECT job FROM public.pre_holds)) AS placed
   FROM gangsched.gangs \\gset
@@ -362,15 +389,15 @@ SELECT count(*) AS mismatch
     OR a.first_slice <> h.first_slice OR a.slices <> h.slices \\gset
 SELECT count(*) AS holds_left FROM gangsched.holds \\gset
 SELECT count(*) AS viol FROM gangsched.check_invariants() \\gset
-\\echo KV release :released :still_nominated :placed :mismatch :holds_left :viol
+\\echo KV release :released :still_nominated :placed :mismatch :holds_left :viol :shrinks_released
 SQL
 if [ "$KEEP" -eq 0 ]; then echo "DROP TABLE public.pre_holds;" >> "$S7"; fi
 run_script "$DB" "$S7"
-read -r rel_n rel_still rel_placed rel_mis rel_left rel_viol <<<"$(kv "$S7" release)"
+read -r rel_n rel_still rel_placed rel_mis rel_left rel_viol rel_shr <<<"$(kv "$S7" release)"
 REL_MS=$(times_of "$S7" | head -1)
 log "release: $rel_n victims released in $REL_MS ms (one statement); still nominated $rel_still, preemptors placed $rel_placed, allocations differing from holds $rel_mis, holds left $rel_left, invariant violations $rel_viol"
-printf '{"bench":"preempt_release","released":%s,"release_ms":%s,"ms_per_release":%s,"still_nominated":%s,"preemptors_placed":%s,"allocations_not_on_holds":%s,"holds_left":%s,"invariant_violations":%s}\n' \
-  "$rel_n" "$REL_MS" "$(calc "$REL_MS / ($rel_n > 0 ? $rel_n : 1)")" "$rel_still" "$rel_placed" "$rel_mis" "$rel_left" "$rel_viol"
+printf '{"bench":"preempt_release","released":%s,"workers_released":%s,"release_ms":%s,"ms_per_release":%s,"still_nominated":%s,"preemptors_placed":%s,"allocations_not_on_holds":%s,"holds_left":%s,"invariant_violations":%s}\n' \
+  "$rel_n" "${rel_shr:-0}" "$REL_MS" "$(calc "$REL_MS / ($rel_n > 0 ? $rel_n : 1)")" "$rel_still" "$rel_placed" "$rel_mis" "$rel_left" "$rel_viol"
 printf '{"bench":"preempt_env","date":"%s","nproc":%s,"loadavg_start":"%s","loadavg_end":"%s","server":"%s","so":"%s"}\n' \
   "$(date -u +%Y-%m-%dT%H:%MZ)" "$(nproc)" "$LOAD0" "$(cut -d' ' -f1-3 /proc/loadavg)" "$(psql_ -At -d "$MAINT_DB" -c 'SHOW server_version' | cut -d' ' -f1)" "$SO0"
 log "done"

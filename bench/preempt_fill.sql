@@ -11,6 +11,9 @@
  *   t0        scheduler clock (gangsched.clock_override) while filling
  *   t1        scheduler clock at the end (checkpoints are drawn in [t0, t1])
  *   np_gpus   GPUs of B's non-preemptible jobs (placed first, guaranteed)
+ *   elastic   fraction of B's preemptible gangs of 2 or more replicas that
+ *             are elastic (min_replicas half their replicas, by job number;
+ *             docs/elastic.md), so the reclaim may shrink them [0]
  *
  * B's jobs (10 CPUs, 64 GB and 25 Gbit/s per GPU, so GPUs run out first):
  *   35 %  one whole node: 1 worker × 8 GPUs
@@ -29,6 +32,11 @@
  */
 SET gangsched.clock_override = :'t0';
 SELECT setseed(:seed) AS seeded \gset
+\if :{?elastic}
+\else
+\set elastic 0
+\endif
+SELECT :elastic::float8 > 0 AS elastic_on \gset
 
 CREATE TEMP VIEW pre_to_start AS
 SELECT a.job, n.name AS node
@@ -77,10 +85,23 @@ SELECT :cap - COALESCE(sum(gpus), 0) AS left FROM gangsched.allocations WHERE up
 CREATE TEMP TABLE pre_stage2 AS
 SELECT * FROM (SELECT s.*, sum(total) OVER (ORDER BY i) AS cum FROM pre_shapes s
                 WHERE i > (SELECT COALESCE(max(i), 0) FROM pre_stage1)) c WHERE cum <= :left;
+\if :elastic_on
+-- a fraction of the gangs of 2 or more replicas elastic, by job number (no
+-- random() draw: the other jobs' shapes and checkpoints stay those of the
+-- rigid state), with a minimum of half their replicas
+SELECT count(gangsched.submit(team => 'team2', workers => workers, gpus => gpus, cpus => 10 * gpus,
+                              mem_gb => 64 * gpus, net_gbps => 25 * gpus, name => format('b-%s-%s', kind, i),
+                              priority => priority, preemptible => true, group_size => group_size,
+                              min_replicas => CASE WHEN workers / group_size >= 2
+                                                    AND (i * 7919) % 1000 < 1000 * :elastic
+                                                   THEN (workers / group_size + 1) / 2 END))
+         AS submitted FROM (SELECT * FROM pre_stage2 ORDER BY i) j \gset
+\else
 SELECT count(gangsched.submit(team => 'team2', workers => workers, gpus => gpus, cpus => 10 * gpus,
                               mem_gb => 64 * gpus, net_gbps => 25 * gpus, name => format('b-%s-%s', kind, i),
                               priority => priority, preemptible => true, group_size => group_size))
          AS submitted FROM (SELECT * FROM pre_stage2 ORDER BY i) j \gset
+\endif
 \echo KV stage2_submitted :submitted
 SELECT * FROM gangsched.run_round() \gset r_
 \echo KV stage2_round :r_placed :r_ms
@@ -117,6 +138,9 @@ SELECT count(*) FILTER (WHERE state = 'running') AS running,
        count(*) FILTER (WHERE state NOT IN ('running', 'cancelled')) AS other
   FROM gangsched.gangs \gset
 \echo KV jobs :running :running_borrowed :running_np :other
+SELECT count(*) AS el_running, COALESCE(sum(workers / (group_size * stages) - (to_jsonb(gangs) ->> 'min_replicas')::int), 0) AS el_spare
+  FROM gangsched.gangs WHERE state = 'running' AND (to_jsonb(gangs) ->> 'min_replicas') IS NOT NULL \gset
+\echo KV elastic :el_running :el_spare
 SELECT COALESCE(sum(a.gpus), 0) AS busy, COALESCE(sum(a.gpus) FILTER (WHERE a.borrowed), 0) AS borrowed
   FROM gangsched.allocations a WHERE upper_inf(a.during) \gset
 \echo KV gpus :cap :busy :borrowed

@@ -767,10 +767,10 @@ gs_live_state(Datum d)
 
 /* the per-team counters of metric_counters (label ''), in output order */
 static const char *const gs_team_counters[] = {"jobs_submitted", "jobs_placed", "preemptions", "kills", "requeues",
-"lost_gpu_seconds", "queue_wait_seconds"};
-#define GS_NCOUNTERS 7
+"lost_gpu_seconds", "shrinks", "shrink_replicas", "queue_wait_seconds"};
+#define GS_NCOUNTERS 9
 #define GS_C_PLACED 1
-#define GS_C_WAIT_SECONDS 6
+#define GS_C_WAIT_SECONDS 8
 
 typedef struct GsBucketSum
 {
@@ -941,7 +941,11 @@ static const GsFamily gs_families[] = {
 	{"gangsched_team_kills_total", "counter", "Preempted jobs of the team killed at their grace deadline."},
 	{"gangsched_team_requeues_total", "counter",
 	"Times the team's jobs went back to the queue (preempted, killed, not started in time, node down)."},
-	{"gangsched_team_lost_gpu_seconds_total", "counter", "GPU-seconds of work the team's requeued jobs lost since their last checkpoint."},
+	{"gangsched_team_lost_gpu_seconds_total", "counter",
+	"GPU-seconds of work the team's jobs lost since their last checkpoint (requeued jobs, and workers killed at a shrink's deadline)."},
+	{"gangsched_team_shrinks_total", "counter",
+	"Times the team's elastic jobs were told to give back replicas for a preemptor instead of stopping whole."},
+	{"gangsched_team_shrink_replicas_total", "counter", "Replicas the team's elastic jobs were told to give back in those shrinks."},
 	{"gangsched_queue_wait_seconds_bucket", "histogram",
 	"Placements of the team's jobs that had waited at most `le` seconds in the queue."},
 	{"gangsched_queue_wait_seconds_sum", "histogram", "Summed queue waits of the team's placements, seconds."},
@@ -959,7 +963,7 @@ enum
 {
 	F_POOL_GPUS, F_POOL_UNAVAILABLE, F_POOL_ALLOCATED, F_POOL_BORROWED, F_POOL_HELD, F_POOL_HEARTBEAT,
 	F_NODES, F_JOBS_LIVE, F_JOBS_ENDED, F_TEAM_PENDING_JOBS, F_TEAM_PENDING_GPUS, F_TEAM_OLDEST,
-	F_TEAM_GPUS, F_TEAM_BORROWED, F_TEAM_COUNTERS, F_WAIT_BUCKET = F_TEAM_COUNTERS + 6, F_WAIT_SUM, F_WAIT_COUNT,
+	F_TEAM_GPUS, F_TEAM_BORROWED, F_TEAM_COUNTERS, F_WAIT_BUCKET = F_TEAM_COUNTERS + GS_NCOUNTERS - 1, F_WAIT_SUM, F_WAIT_COUNT,
 	F_ROUND_COUNT, F_ROUND_SUM, F_ROUND_LAST, F_ROUND_AGE, F_WORKER_UP, F_WORKER_ROUNDS, F_WORKER_WAKEUPS
 };
 
@@ -2279,7 +2283,7 @@ gs_metric_series(PG_FUNCTION_ARGS)
 			gs_emit(&o, F_TEAM_GPUS, gs_exact_float8(&t->gpus), t->labels);
 		if (want[F_TEAM_BORROWED])
 			gs_emit(&o, F_TEAM_BORROWED, gs_exact_float8(&t->borrowed), t->labels);
-		for (j = 0; j < 6; j++)
+		for (j = 0; j < GS_NCOUNTERS - 1; j++)
 			if (want[F_TEAM_COUNTERS + j])
 				gs_emit(&o, F_TEAM_COUNTERS + j, t->counters[j], t->labels);
 	}

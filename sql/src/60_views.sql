@@ -21,7 +21,15 @@ SELECT j.id AS job, t.name AS team, j.name, j.state, j.workers, j.gpus, j.cpus, 
        j.workers / (j.group_size * j.stages) AS replicas, j.min_replicas,
        COALESCE(j.max_workers, j.workers) / (j.group_size * j.stages) AS max_replicas,
        -- the reservation the job named at submit (docs/time.md), NULL for none
-       b.name AS reservation
+       b.name AS reservation,
+       -- a shrink pending (docs/elastic.md#shrinking): the workers and replicas
+       -- the gang keeps, the deadline of the rest, and the job they go to, shown
+       -- only to a role that may see that job (a portal learns nothing of other
+       -- teams' jobs; the subquery runs for shrinking gangs only)
+       j.shrink_to, j.shrink_to / (j.group_size * j.stages) AS shrink_replicas, j.shrink_deadline,
+       CASE WHEN j.shrink_for IS NULL THEN NULL
+            WHEN v.all_rows OR (SELECT s.team_id FROM gangsched.gangs s WHERE s.id = j.shrink_for) = ANY (v.teams)
+            THEN j.shrink_for END AS shrink_for
   FROM gangsched._visibility() v
   JOIN gangsched.gangs j ON v.all_rows OR j.team_id = ANY (v.teams)
   JOIN gangsched.teams t ON t.id = j.team_id

@@ -2,21 +2,8 @@
 /* Shrinking an elastic victim instead of preempting it (issue 17)     */
 /* ------------------------------------------------------------------ */
 
--- A running elastic gang chosen as a victim for only some of its replicas
--- keeps running and gives back its highest-numbered workers (worker >=
--- shrink_to, whole replicas at the end) to the preemptor shrink_for by
--- shrink_deadline (docs/elastic.md#shrinking). All three are set together,
--- only while the gang runs, and cleared when the shrink completes or the
--- gang stops running (the trigger below).
-ALTER TABLE gangsched.gangs
-    ADD COLUMN shrink_to       int,
-    ADD COLUMN shrink_for      bigint,
-    ADD COLUMN shrink_deadline timestamptz,
-    ADD CONSTRAINT gangs_shrink_check CHECK (
-        ((shrink_to IS NULL) = (shrink_for IS NULL) AND (shrink_to IS NULL) = (shrink_deadline IS NULL))
-        AND shrink_to >= 1 AND shrink_to < workers);
--- preemptors waiting for a shrink (_place_ready_nominated), overdue shrinks (_kill_overdue)
-CREATE INDEX gangs_shrink_for_idx ON gangsched.gangs (shrink_for) WHERE shrink_for IS NOT NULL;
+-- The gangs' shrink columns (shrink_to, shrink_for, shrink_deadline) are
+-- in 17_shrink_schema.sql, before the views that show them (60_views.sql).
 
 -- A gang that stops running (ends, is requeued, goes back to the queue)
 -- has no shrink pending any more.
@@ -37,8 +24,11 @@ CREATE TRIGGER gangs_shrink_clear
 -- The round's shrink decisions (src/round.c): jobs[k] gives back its
 -- workers from tos[k] on to the nominated job fors[k], by t + its grace
 -- (as for preempt_deadline). Only a gang still running, elastic and not
--- shrinking already, to a valid size. An event 'shrinking' each and a
--- notice to each node holding released workers. Returns the gangs shrunk.
+-- shrinking already, to a valid size. An event 'shrinking' each, a notice
+-- to each node holding released workers, and the counters
+-- gangsched_team_shrinks_total and _shrink_replicas_total (one delta row
+-- per team and counter, as the round's victims statement counts its
+-- preemptions: 75_metrics.sql). Returns the gangs shrunk.
 CREATE FUNCTION gangsched._shrink_start(jobs bigint[], tos int[], fors bigint[], t timestamptz,
                                         default_grace int, max_grace int) RETURNS int
 LANGUAGE plpgsql AS $$
@@ -69,6 +59,14 @@ BEGIN
                                   'was_replicas', v.workers / v.unit)
           FROM v
         RETURNING job),
+    m AS (
+        INSERT INTO gangsched.metric_deltas (name, team_id, label, value)
+        SELECT c.name, COALESCE(x.team_id, 0), '', c.value
+          FROM (SELECT v.team_id, count(*)::float8 AS shrinks,
+                       sum((v.workers - v.shrink_to) / v.unit)::float8 AS replicas
+                  FROM v GROUP BY v.team_id) x
+         CROSS JOIN LATERAL (VALUES ('shrinks', x.shrinks), ('shrink_replicas', x.replicas)) c(name, value)
+        RETURNING 1),
     told AS (
         SELECT pg_notify('gangsched_node_' || a.node_id,
                          json_build_object('event', 'shrink', 'job', a.job, 'world_size', a.shrink_to,
@@ -117,7 +115,8 @@ END $$;
 -- holds an allocation: it runs on shrink_to workers, an event 'shrunk', a
 -- resize notice to every node still running it, and its preemptor placed
 -- if it waits for nothing else. `lost`: GPU-seconds lost (killed at the
--- deadline; 0 after a release, whose workers checkpointed as they stopped).
+-- deadline; 0 after a release, whose workers checkpointed as they stopped),
+-- counted in gangsched_team_lost_gpu_seconds_total as a requeue's are.
 CREATE FUNCTION gangsched._shrink_complete(job bigint, how text, lost numeric, t timestamptz) RETURNS bool
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -140,6 +139,10 @@ BEGIN
                                'replicas', g.shrink_to / (g.group_size * g.stages),
                                'was_replicas', g.workers / (g.group_size * g.stages),
                                'lost_gpu_seconds', round(lost, 3)));
+    IF lost > 0 THEN
+        INSERT INTO gangsched.metric_deltas (name, team_id, label, value)
+        VALUES ('lost_gpu_seconds', COALESCE(g.team_id, 0), '', lost::float8);
+    END IF;
     PERFORM pg_notify('gangsched_node_' || x.node_id,
                       json_build_object('event', 'resize', 'job', g.id,
                                         'replicas', g.shrink_to / (g.group_size * g.stages),

@@ -378,21 +378,29 @@ $$;
 -- others ('nominated'), and the other requeues (node down, start timeout)
 -- with their own lost work. by => 'subtree': a team's row sums its whole
 -- subtree. path: the team's path in the tree (NULL on the all-teams row).
+-- Then the team's elastic gangs shrunk instead of preempted
+-- (docs/elastic.md#shrinking): shrinks decided ('shrinking' events), the
+-- replicas they gave back, the shrinks whose released workers were killed
+-- at the deadline ('shrunk' events) and the work those lost.
 CREATE FUNCTION gangsched.preemption_summary("from" timestamptz, "to" timestamptz, by text DEFAULT 'team')
 RETURNS TABLE (team text, preemptions bigint, released bigint, killed bigint, lost_gpu_hours float8,
-               preemptors bigint, other_requeues bigint, other_lost_gpu_hours float8, path text)
+               preemptors bigint, other_requeues bigint, other_lost_gpu_hours float8, path text,
+               shrinks bigint, shrink_replicas bigint, shrinks_killed bigint, shrink_lost_gpu_hours float8)
 LANGUAGE sql STABLE SET jit = off AS $$
 SELECT gangsched._bucket_seconds($1, $2, $2 - $1);   -- refuses a bad window
 SELECT gangsched._check_by($3);
 WITH e AS MATERIALIZED (
     SELECT e.team_id, e.kind,
-           CASE WHEN e.kind <> 'requeued' THEN NULL
+           CASE WHEN e.kind = 'shrunk' THEN CASE WHEN e.reason LIKE '%; killed at its deadline' THEN 'shrink killed' END
+                WHEN e.kind <> 'requeued' THEN NULL
                 WHEN e.reason LIKE 'preempted for job %' THEN 'released'
                 WHEN e.reason LIKE 'killed at its grace deadline%' THEN 'killed'
                 ELSE 'other' END AS how,
-           COALESCE((e.detail->>'lost_gpu_seconds')::float8, 0) AS lost
+           COALESCE((e.detail->>'lost_gpu_seconds')::float8, 0) AS lost,
+           CASE WHEN e.kind = 'shrinking'
+                THEN (e.detail->>'was_replicas')::int - (e.detail->>'replicas')::int END AS replicas
       FROM gangsched.events e
-     WHERE e.at >= $1 AND e.at < $2 AND e.kind IN ('preempting', 'requeued', 'nominated')),
+     WHERE e.at >= $1 AND e.at < $2 AND e.kind IN ('preempting', 'requeued', 'nominated', 'shrinking', 'shrunk')),
 -- the events of teams that exist (as the join to teams always kept them)
 et AS (SELECT e.* FROM e WHERE EXISTS (SELECT FROM gangsched.teams t WHERE t.id = e.team_id))
 SELECT * FROM (
@@ -404,7 +412,11 @@ SELECT * FROM (
            count(*) FILTER (WHERE et.kind = 'nominated'),
            count(*) FILTER (WHERE et.how = 'other'),
            COALESCE(sum(et.lost) FILTER (WHERE et.how = 'other'), 0) / 3600,
-           tr.path
+           tr.path,
+           count(*) FILTER (WHERE et.kind = 'shrinking'),
+           COALESCE(sum(et.replicas), 0),
+           count(*) FILTER (WHERE et.how = 'shrink killed'),
+           COALESCE(sum(et.lost) FILTER (WHERE et.kind = 'shrunk'), 0) / 3600
       FROM et JOIN gangsched._rollup($3) r ON r.member = et.team_id
       JOIN gangsched.teams t ON t.id = r.team_id
       JOIN gangsched._team_tree tr ON tr.team_id = r.team_id
@@ -418,7 +430,11 @@ SELECT * FROM (
            count(*) FILTER (WHERE et.kind = 'nominated'),
            count(*) FILTER (WHERE et.how = 'other'),
            COALESCE(sum(et.lost) FILTER (WHERE et.how = 'other'), 0) / 3600,
-           NULL
+           NULL,
+           count(*) FILTER (WHERE et.kind = 'shrinking'),
+           COALESCE(sum(et.replicas), 0),
+           count(*) FILTER (WHERE et.how = 'shrink killed'),
+           COALESCE(sum(et.lost) FILTER (WHERE et.kind = 'shrunk'), 0) / 3600
       FROM et) x
  ORDER BY 1 NULLS LAST
 $$;
@@ -499,14 +515,19 @@ $$;
 -- row per job and interval of [from, to) in which the number of its
 -- allocations stayed the same, from the allocation history. `until` is
 -- NULL while still held. Jobs archived (archive_history()) are not shown:
--- their allocations went with them.
+-- their allocations went with them. The intervals are cut from the whole
+-- allocation history of the jobs that held something in the window (an
+-- interval that began before `from` keeps its real `since`, and counts
+-- only what was held then: a worker a shrink released before `from` ended
+-- the interval before it).
 CREATE FUNCTION gangsched.replica_history("from" timestamptz, "to" timestamptz)
 RETURNS TABLE (job bigint, name text, team text, since timestamptz, until timestamptz, workers int,
                replicas int, min_replicas int, max_replicas int)
 LANGUAGE sql STABLE SET jit = off AS $$
-WITH a AS (
-    SELECT x.job, x.team_id, x.during FROM gangsched.allocations x
-     WHERE x.during && tstzrange($1, $2)),
+WITH j AS (
+    SELECT DISTINCT x.job FROM gangsched.allocations x WHERE x.during && tstzrange($1, $2)),
+a AS (
+    SELECT x.job, x.team_id, x.during FROM gangsched.allocations x WHERE x.job IN (SELECT j.job FROM j)),
 pts AS (
     SELECT a.job, lower(a.during) AS t FROM a
     UNION
@@ -524,6 +545,6 @@ shape AS (
            COALESCE(g.max_workers, g.workers) AS max_workers FROM gangsched.gangs g)
 SELECT h.job, s.name, t.name, h.since, h.until, h.n, h.n / s.unit, s.min_replicas, s.max_workers / s.unit
   FROM held h JOIN shape s ON s.id = h.job JOIN gangsched.teams t ON t.id = s.team_id
- WHERE h.n > 0 AND h.since < $2
+ WHERE h.n > 0 AND h.since < $2 AND (h.until IS NULL OR h.until > $1)
  ORDER BY h.job, h.since
 $$;

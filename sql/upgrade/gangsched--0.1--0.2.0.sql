@@ -9135,3 +9135,260 @@ BEGIN
      WHERE a.node_id = n.id AND upper_inf(a.during) AND g.state IN ('placed', 'running', 'preempting')
      ORDER BY a.job, a.worker;
 END $$;
+
+-- ==== shrinkops: shrinks in the jobs view, the metrics and preemption_summary (issue 17; docs/elastic.md#shrinking) ====
+
+-- The portal's view of jobs (the table underneath is gangsched.gangs:
+-- every job is a gang). Each role sees what docs/security.md says: a
+-- portal its teams' jobs, an analyst and an operator every job; the command
+-- only of its own teams' jobs (an operator: every command).
+CREATE OR REPLACE VIEW gangsched.jobs AS
+SELECT j.id AS job, t.name AS team, j.name, j.state, j.workers, j.gpus, j.cpus, j.mem_gb, j.net_gbps,
+       j.priority, j.preemptible, j.borrowed, p.name AS pool,
+       j.group_size, gangsched._level_name(j.group_span) AS group_span, j.stages,
+       gangsched._level_name(j.stage_span) AS stage_span, gangsched._level_name(j.span) AS span,
+       j.gpu_model, j.gpu_mem_gb, j.dataset, j.locality,
+       j.submitted_at, j.placed_at, j.started_at, j.finished_at, j.preempt_deadline, j.last_checkpoint_at,
+       j.preemptions, j.requeues, j.lost_gpu_seconds, j.reason, j.message, j.queue_pos,
+       CASE WHEN v.all_commands OR j.team_id = ANY (v.teams) THEN j.command END AS command,
+       j.checkpoint_interval, j.grace, j.queue_timeout,
+       j.after_jobs, j.after_mode, j.waiting_for, j.time_limit,
+       -- elastic gangs (docs/elastic.md): the replicas it holds (asks for while it waits), its range
+       j.workers / (j.group_size * j.stages) AS replicas, j.min_replicas,
+       COALESCE(j.max_workers, j.workers) / (j.group_size * j.stages) AS max_replicas,
+       -- the reservation the job named at submit (docs/time.md), NULL for none
+       b.name AS reservation,
+       -- a shrink pending (docs/elastic.md#shrinking): the workers and replicas
+       -- the gang keeps, the deadline of the rest, and the job they go to, shown
+       -- only to a role that may see that job (a portal learns nothing of other
+       -- teams' jobs; the subquery runs for shrinking gangs only)
+       j.shrink_to, j.shrink_to / (j.group_size * j.stages) AS shrink_replicas, j.shrink_deadline,
+       CASE WHEN j.shrink_for IS NULL THEN NULL
+            WHEN v.all_rows OR (SELECT s.team_id FROM gangsched.gangs s WHERE s.id = j.shrink_for) = ANY (v.teams)
+            THEN j.shrink_for END AS shrink_for
+  FROM gangsched._visibility() v
+  JOIN gangsched.gangs j ON v.all_rows OR j.team_id = ANY (v.teams)
+  JOIN gangsched.teams t ON t.id = j.team_id
+  LEFT JOIN gangsched.pools p ON p.id = j.pool_id
+  LEFT JOIN gangsched.bookings b ON b.id = j.reservation_id;
+
+-- The round's shrink decisions (src/round.c): jobs[k] gives back its
+-- workers from tos[k] on to the nominated job fors[k], by t + its grace
+-- (as for preempt_deadline). Only a gang still running, elastic and not
+-- shrinking already, to a valid size. An event 'shrinking' each, a notice
+-- to each node holding released workers, and the counters
+-- gangsched_team_shrinks_total and _shrink_replicas_total (one delta row
+-- per team and counter, as the round's victims statement counts its
+-- preemptions: 75_metrics.sql). Returns the gangs shrunk.
+CREATE OR REPLACE FUNCTION gangsched._shrink_start(jobs bigint[], tos int[], fors bigint[], t timestamptz,
+                                        default_grace int, max_grace int) RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+    n int;
+    k int;
+BEGIN
+    IF jobs IS NULL OR cardinality(jobs) = 0 THEN
+        RETURN 0;
+    END IF;
+    WITH v AS (
+        UPDATE gangsched.gangs g
+           SET shrink_to = u.shrink_to, shrink_for = u.pfor,
+               shrink_deadline = t + make_interval(secs => LEAST(COALESCE(extract(epoch FROM g.grace), default_grace),
+                                                                 max_grace))
+          FROM ROWS FROM (unnest(jobs), unnest(tos), unnest(fors)) AS u(job, shrink_to, pfor)
+         WHERE g.id = u.job AND g.state = 'running' AND g.shrink_to IS NULL AND g.min_replicas IS NOT NULL
+           AND u.shrink_to < g.workers AND u.shrink_to >= g.min_replicas * g.group_size * g.stages
+           AND u.shrink_to % (g.group_size * g.stages) = 0
+        RETURNING g.id, g.team_id, g.workers, g.group_size * g.stages AS unit, g.shrink_to, g.shrink_for,
+                  g.shrink_deadline),
+    ev AS (
+        INSERT INTO gangsched.events (at, kind, job, team_id, reason, detail)
+        SELECT t, 'shrinking', v.id, v.team_id,
+               format('shrinking from %s to %s workers for job %s', v.workers, v.shrink_to, v.shrink_for),
+               jsonb_build_object('for', v.shrink_for, 'deadline', v.shrink_deadline, 'workers', v.shrink_to,
+                                  'was_workers', v.workers, 'replicas', v.shrink_to / v.unit,
+                                  'was_replicas', v.workers / v.unit)
+          FROM v
+        RETURNING job),
+    m AS (
+        INSERT INTO gangsched.metric_deltas (name, team_id, label, value)
+        SELECT c.name, COALESCE(x.team_id, 0), '', c.value
+          FROM (SELECT v.team_id, count(*)::float8 AS shrinks,
+                       sum((v.workers - v.shrink_to) / v.unit)::float8 AS replicas
+                  FROM v GROUP BY v.team_id) x
+         CROSS JOIN LATERAL (VALUES ('shrinks', x.shrinks), ('shrink_replicas', x.replicas)) c(name, value)
+        RETURNING 1),
+    told AS (
+        SELECT pg_notify('gangsched_node_' || a.node_id,
+                         json_build_object('event', 'shrink', 'job', a.job, 'world_size', a.shrink_to,
+                                           'deadline', a.shrink_deadline)::text)
+          FROM (SELECT DISTINCT x.job, x.node_id, v.shrink_to, v.shrink_deadline
+                  FROM v JOIN gangsched.allocations x
+                    ON x.job = v.id AND upper_inf(x.during) AND x.worker >= v.shrink_to
+                 ORDER BY 1, 2) a)
+    SELECT (SELECT count(*) FROM v), (SELECT count(*) FROM told), (SELECT count(*) FROM ev) INTO n, k, k;
+    RETURN n;
+END $$;
+
+-- Complete the shrink of gang `job` once none of its released workers
+-- holds an allocation: it runs on shrink_to workers, an event 'shrunk', a
+-- resize notice to every node still running it, and its preemptor placed
+-- if it waits for nothing else. `lost`: GPU-seconds lost (killed at the
+-- deadline; 0 after a release, whose workers checkpointed as they stopped),
+-- counted in gangsched_team_lost_gpu_seconds_total as a requeue's are.
+CREATE OR REPLACE FUNCTION gangsched._shrink_complete(job bigint, how text, lost numeric, t timestamptz) RETURNS bool
+LANGUAGE plpgsql AS $$
+DECLARE
+    g gangsched.gangs;
+    s bigint;
+BEGIN
+    SELECT * INTO g FROM gangsched.gangs x WHERE x.id = _shrink_complete.job;
+    IF g.shrink_to IS NULL OR EXISTS (SELECT FROM gangsched.allocations a
+                                       WHERE a.job = g.id AND upper_inf(a.during) AND a.worker >= g.shrink_to) THEN
+        RETURN false;
+    END IF;
+    UPDATE gangsched.gangs x
+       SET workers = g.shrink_to, shrink_to = NULL, shrink_for = NULL, shrink_deadline = NULL,
+           lost_gpu_seconds = x.lost_gpu_seconds + lost,
+           last_checkpoint_at = CASE WHEN lost = 0 THEN t ELSE x.last_checkpoint_at END
+     WHERE x.id = g.id;
+    INSERT INTO gangsched.events (at, kind, job, team_id, reason, detail)
+    VALUES (t, 'shrunk', g.id, g.team_id, format('shrunk to %s workers for job %s; %s', g.shrink_to, g.shrink_for, how),
+            jsonb_build_object('for', g.shrink_for, 'workers', g.shrink_to, 'was_workers', g.workers,
+                               'replicas', g.shrink_to / (g.group_size * g.stages),
+                               'was_replicas', g.workers / (g.group_size * g.stages),
+                               'lost_gpu_seconds', round(lost, 3)));
+    IF lost > 0 THEN
+        INSERT INTO gangsched.metric_deltas (name, team_id, label, value)
+        VALUES ('lost_gpu_seconds', COALESCE(g.team_id, 0), '', lost::float8);
+    END IF;
+    PERFORM pg_notify('gangsched_node_' || x.node_id,
+                      json_build_object('event', 'resize', 'job', g.id,
+                                        'replicas', g.shrink_to / (g.group_size * g.stages),
+                                        'world_size', g.shrink_to)::text)
+       FROM (SELECT DISTINCT a.node_id FROM gangsched.allocations a
+              WHERE a.job = g.id AND upper_inf(a.during) ORDER BY 1) x;
+    PERFORM gangsched._place_ready_nominated(g.shrink_for);
+    -- other nominated jobs of the round that wait for the rest of the
+    -- workers released (their 'nominated' event's waits_for)
+    FOR s IN SELECT DISTINCT h.job FROM gangsched.holds h
+              WHERE h.job <> g.shrink_for
+                AND EXISTS (SELECT FROM gangsched.events e
+                             WHERE e.job = h.job AND e.kind = 'nominated'
+                               AND e.detail->'waits_for' @> to_jsonb(g.id))
+              ORDER BY 1
+    LOOP
+        PERFORM gangsched._place_ready_nominated(s);
+    END LOOP;
+    RETURN true;
+END $$;
+
+DROP FUNCTION gangsched.preemption_summary(timestamptz, timestamptz, text);
+
+-- Preemptions in [from, to), per team of the victims and for all teams
+-- (team NULL): victims told to stop ('preempting' events), how they went
+-- ('requeued' events: released by their agent, or killed at their grace
+-- deadline), the work they lost (GPU-hours since their last checkpoint,
+-- as recorded by the requeue), how many jobs of the team preempted
+-- others ('nominated'), and the other requeues (node down, start timeout)
+-- with their own lost work. by => 'subtree': a team's row sums its whole
+-- subtree. path: the team's path in the tree (NULL on the all-teams row).
+-- Then the team's elastic gangs shrunk instead of preempted
+-- (docs/elastic.md#shrinking): shrinks decided ('shrinking' events), the
+-- replicas they gave back, the shrinks whose released workers were killed
+-- at the deadline ('shrunk' events) and the work those lost.
+CREATE FUNCTION gangsched.preemption_summary("from" timestamptz, "to" timestamptz, by text DEFAULT 'team')
+RETURNS TABLE (team text, preemptions bigint, released bigint, killed bigint, lost_gpu_hours float8,
+               preemptors bigint, other_requeues bigint, other_lost_gpu_hours float8, path text,
+               shrinks bigint, shrink_replicas bigint, shrinks_killed bigint, shrink_lost_gpu_hours float8)
+LANGUAGE sql STABLE SET jit = off AS $$
+SELECT gangsched._bucket_seconds($1, $2, $2 - $1);   -- refuses a bad window
+SELECT gangsched._check_by($3);
+WITH e AS MATERIALIZED (
+    SELECT e.team_id, e.kind,
+           CASE WHEN e.kind = 'shrunk' THEN CASE WHEN e.reason LIKE '%; killed at its deadline' THEN 'shrink killed' END
+                WHEN e.kind <> 'requeued' THEN NULL
+                WHEN e.reason LIKE 'preempted for job %' THEN 'released'
+                WHEN e.reason LIKE 'killed at its grace deadline%' THEN 'killed'
+                ELSE 'other' END AS how,
+           COALESCE((e.detail->>'lost_gpu_seconds')::float8, 0) AS lost,
+           CASE WHEN e.kind = 'shrinking'
+                THEN (e.detail->>'was_replicas')::int - (e.detail->>'replicas')::int END AS replicas
+      FROM gangsched.events e
+     WHERE e.at >= $1 AND e.at < $2 AND e.kind IN ('preempting', 'requeued', 'nominated', 'shrinking', 'shrunk')),
+-- the events of teams that exist (as the join to teams always kept them)
+et AS (SELECT e.* FROM e WHERE EXISTS (SELECT FROM gangsched.teams t WHERE t.id = e.team_id))
+SELECT * FROM (
+    SELECT t.name,
+           count(*) FILTER (WHERE et.kind = 'preempting'),
+           count(*) FILTER (WHERE et.how = 'released'),
+           count(*) FILTER (WHERE et.how = 'killed'),
+           COALESCE(sum(et.lost) FILTER (WHERE et.how IN ('released', 'killed')), 0) / 3600,
+           count(*) FILTER (WHERE et.kind = 'nominated'),
+           count(*) FILTER (WHERE et.how = 'other'),
+           COALESCE(sum(et.lost) FILTER (WHERE et.how = 'other'), 0) / 3600,
+           tr.path,
+           count(*) FILTER (WHERE et.kind = 'shrinking'),
+           COALESCE(sum(et.replicas), 0),
+           count(*) FILTER (WHERE et.how = 'shrink killed'),
+           COALESCE(sum(et.lost) FILTER (WHERE et.kind = 'shrunk'), 0) / 3600
+      FROM et JOIN gangsched._rollup($3) r ON r.member = et.team_id
+      JOIN gangsched.teams t ON t.id = r.team_id
+      JOIN gangsched._team_tree tr ON tr.team_id = r.team_id
+     GROUP BY t.name, tr.path
+    UNION ALL
+    SELECT NULL,
+           count(*) FILTER (WHERE et.kind = 'preempting'),
+           count(*) FILTER (WHERE et.how = 'released'),
+           count(*) FILTER (WHERE et.how = 'killed'),
+           COALESCE(sum(et.lost) FILTER (WHERE et.how IN ('released', 'killed')), 0) / 3600,
+           count(*) FILTER (WHERE et.kind = 'nominated'),
+           count(*) FILTER (WHERE et.how = 'other'),
+           COALESCE(sum(et.lost) FILTER (WHERE et.how = 'other'), 0) / 3600,
+           NULL,
+           count(*) FILTER (WHERE et.kind = 'shrinking'),
+           COALESCE(sum(et.replicas), 0),
+           count(*) FILTER (WHERE et.how = 'shrink killed'),
+           COALESCE(sum(et.lost) FILTER (WHERE et.kind = 'shrunk'), 0) / 3600
+      FROM et) x
+ ORDER BY 1 NULLS LAST
+$$;
+
+-- The replicas each job held over time (elastic gangs, docs/elastic.md;
+-- a rigid job holds all of its replicas whenever it holds anything): one
+-- row per job and interval of [from, to) in which the number of its
+-- allocations stayed the same, from the allocation history. `until` is
+-- NULL while still held. Jobs archived (archive_history()) are not shown:
+-- their allocations went with them. The intervals are cut from the whole
+-- allocation history of the jobs that held something in the window (an
+-- interval that began before `from` keeps its real `since`, and counts
+-- only what was held then: a worker a shrink released before `from` ended
+-- the interval before it).
+CREATE OR REPLACE FUNCTION gangsched.replica_history("from" timestamptz, "to" timestamptz)
+RETURNS TABLE (job bigint, name text, team text, since timestamptz, until timestamptz, workers int,
+               replicas int, min_replicas int, max_replicas int)
+LANGUAGE sql STABLE SET jit = off AS $$
+WITH j AS (
+    SELECT DISTINCT x.job FROM gangsched.allocations x WHERE x.during && tstzrange($1, $2)),
+a AS (
+    SELECT x.job, x.team_id, x.during FROM gangsched.allocations x WHERE x.job IN (SELECT j.job FROM j)),
+pts AS (
+    SELECT a.job, lower(a.during) AS t FROM a
+    UNION
+    SELECT a.job, upper(a.during) FROM a WHERE NOT upper_inf(a.during)),
+seg AS (
+    SELECT p.job, p.t AS since, lead(p.t) OVER (PARTITION BY p.job ORDER BY p.t) AS until FROM pts p),
+held AS (
+    SELECT s.job, s.since, s.until,
+           -- after a job's last change point only what is still held counts
+           (SELECT count(*) FROM a WHERE a.job = s.job AND a.during @> s.since
+                                     AND (s.until IS NOT NULL OR upper_inf(a.during)))::int AS n
+      FROM seg s),
+shape AS (
+    SELECT g.id, g.name, g.team_id, g.group_size * g.stages AS unit, g.min_replicas,
+           COALESCE(g.max_workers, g.workers) AS max_workers FROM gangsched.gangs g)
+SELECT h.job, s.name, t.name, h.since, h.until, h.n, h.n / s.unit, s.min_replicas, s.max_workers / s.unit
+  FROM held h JOIN shape s ON s.id = h.job JOIN gangsched.teams t ON t.id = s.team_id
+ WHERE h.n > 0 AND h.since < $2 AND (h.until IS NULL OR h.until > $1)
+ ORDER BY h.job, h.since
+$$;

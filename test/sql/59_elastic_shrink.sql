@@ -27,10 +27,16 @@ SELECT gangsched.add_team('a'), gangsched.add_team('b');
 DO $$ BEGIN
     IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'gs59s_n2') THEN DROP ROLE gs59s_n2; END IF;
     IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'gs59s_n4') THEN DROP ROLE gs59s_n4; END IF;
+    IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'gs59s_pa') THEN DROP ROLE gs59s_pa; END IF;
+    IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'gs59s_an') THEN DROP ROLE gs59s_an; END IF;
 END $$;
 CREATE ROLE gs59s_n2;
 CREATE ROLE gs59s_n4;
 SELECT gangsched.add_agent('gs59s_n2', 'n2'), gangsched.add_agent('gs59s_n4', 'n4');
+-- team a's portal and an analyst (what the jobs view shows of a shrink)
+CREATE ROLE gs59s_pa;
+SELECT gangsched.add_member('gs59s_pa', 'a');
+CREATE ROLE gs59s_an IN ROLE gangsched_analyst;
 
 -- start every node's workers of a job (as the operator)
 CREATE FUNCTION pg_temp.start(j bigint) RETURNS void LANGUAGE sql AS $$
@@ -73,6 +79,17 @@ SELECT kind, j.name, e.reason, detail - 'deadline' AS detail
   FROM gangsched.events e JOIN gangsched.gangs j ON j.id = e.job
  WHERE kind IN ('nominated', 'shrinking', 'preempting') ORDER BY e.id;
 SELECT reason FROM gangsched.jobs WHERE job = :pre;
+-- the jobs view: the workers and replicas el keeps and by when it gives the
+-- rest back; the job they go to only for a role that may see that job: a's
+-- portal sees el's shrink but not b's job (shrink_for NULL), an analyst sees it
+SELECT name, state, workers, replicas, shrink_to, shrink_replicas, shrink_deadline, shrink_for = :pre AS for_pre
+  FROM gangsched.jobs WHERE job IN (:el, :pre) ORDER BY job;
+SET ROLE gs59s_pa;
+SELECT name, workers, shrink_to, shrink_replicas, shrink_deadline, shrink_for FROM gangsched.jobs ORDER BY job;
+RESET ROLE;
+SET ROLE gs59s_an;
+SELECT name, shrink_to, shrink_for = :pre AS for_pre FROM gangsched.jobs WHERE shrink_to IS NOT NULL;
+RESET ROLE;
 SELECT * FROM gangsched.check_invariants();
 -- what the agents see: the released worker's row says 'shrink' with the
 -- deadline; every row of the gang has the world size after the shrink
@@ -101,6 +118,8 @@ SELECT job = :pre AS pre, worker, node FROM gangsched.placements WHERE job IN (:
  ORDER BY job, worker;
 SELECT workers, replicas, since, until FROM gangsched.replica_history('2030-01-01', '2030-01-02') WHERE job = :el
  ORDER BY since;
+-- the shrink done, the jobs view shows none
+SELECT name, workers, replicas, shrink_to, shrink_replicas, shrink_deadline, shrink_for FROM gangsched.jobs WHERE job = :el;
 -- the agent of the node sees the new world size; the preemptor's node starts it
 SET ROLE gs59s_n2;
 SELECT action, worker, world_size FROM gangsched.node_work('n2') w WHERE w.job = :el;
@@ -171,6 +190,10 @@ SELECT gangsched.submit('a', 2, 8, priority => 5, name => 'two') AS two \gset
 SELECT placed, preempted FROM gangsched.run_round();
 SELECT * FROM pg_temp.shrinks();
 SELECT detail - 'deadline' AS detail FROM gangsched.events WHERE kind = 'nominated' AND job = :two;
+-- the preemptor is a's own job: a's portal sees which
+SET ROLE gs59s_pa;
+SELECT name, shrink_to, shrink_replicas, shrink_for = :two AS for_two FROM gangsched.jobs WHERE shrink_to IS NOT NULL;
+RESET ROLE;
 SELECT * FROM gangsched.check_invariants();
 
 /* ------------------------------------------------------------------ */
@@ -248,5 +271,74 @@ SELECT * FROM pg_temp.shrinks();
 SELECT * FROM gangsched.check_invariants();
 SELECT pg_temp.clear();
 
+/* ------------------------------------------------------------------ */
+/* 7. a shrink released node by node: the history shows each step     */
+/* ------------------------------------------------------------------ */
+-- el7: 4 replicas of one 8-GPU worker, at least 2, on every node; a job of
+-- 2 nodes with a higher priority takes its two replicas above the minimum.
+-- The two released workers' nodes report 10 s apart (as the operator):
+-- replica_history shows 4, 3 then 2 replicas
+SET gangsched.clock_override = '2030-01-01 12:00:00+00';
+SELECT gangsched.submit('a', 4, 8, min_replicas => 2, name => 'el7') AS el7 \gset
+SELECT placed FROM gangsched.run_round();
+SELECT pg_temp.start(:el7);
+SET gangsched.clock_override = '2030-01-01 13:00:00+00';
+SELECT gangsched.submit('a', 2, 8, priority => 5, name => 'q7') AS q7 \gset
+SELECT placed, preempted FROM gangsched.run_round();
+SELECT * FROM pg_temp.shrinks();
+SELECT name, workers, replicas, shrink_to, shrink_replicas FROM gangsched.jobs WHERE job = :el7;
+SELECT worker, node FROM gangsched.placements WHERE job = :el7 AND device = 0 ORDER BY worker;
+SET gangsched.clock_override = '2030-01-01 13:00:10+00';
+SELECT gangsched.workers_released(node, :el7) FROM gangsched.placements WHERE job = :el7 AND worker = 3 AND device = 0;
+SELECT * FROM pg_temp.shrinks();
+SET gangsched.clock_override = '2030-01-01 13:00:20+00';
+SELECT gangsched.workers_released(node, :el7) FROM gangsched.placements WHERE job = :el7 AND worker = 2 AND device = 0;
+SELECT * FROM pg_temp.shrinks();
+SELECT workers, replicas, min_replicas, max_replicas, since, until
+  FROM gangsched.replica_history('2030-01-01', '2030-01-02') WHERE job = :el7 ORDER BY since;
+-- a window that begins inside the shrink: the interval held then, with
+-- its real start (13:00:10, when worker 3 went), and the next
+SELECT workers, replicas, since, until
+  FROM gangsched.replica_history('2030-01-01 13:00:15+00', '2030-01-02') WHERE job = :el7 ORDER BY since;
+SELECT * FROM gangsched.check_invariants();
+SELECT pg_temp.clear();
+
+/* ------------------------------------------------------------------ */
+/* 8. shrinks counted: the metrics and preemption_summary              */
+/* ------------------------------------------------------------------ */
+-- every shrink decided above, per team (all of them a's gangs): the
+-- counters against the events, the lost work against the jobs (scenario
+-- 4's shrink killed at its deadline lost 8 GPUs x 31 min, 4.13 GPU-hours)
+SELECT m.name, m.labels ->> 'team' AS team, m.value,
+       CASE m.name
+         WHEN 'gangsched_team_shrinks_total'
+           THEN (SELECT count(*) FROM gangsched.event_log e WHERE e.team = m.labels ->> 'team' AND e.kind = 'shrinking')
+         WHEN 'gangsched_team_shrink_replicas_total'
+           THEN (SELECT COALESCE(sum((e.detail ->> 'was_replicas')::int - (e.detail ->> 'replicas')::int), 0)
+                   FROM gangsched.event_log e WHERE e.team = m.labels ->> 'team' AND e.kind = 'shrinking')
+         WHEN 'gangsched_team_lost_gpu_seconds_total'
+           THEN (SELECT sum(lost_gpu_seconds) FROM gangsched.jobs j WHERE j.team = m.labels ->> 'team')
+       END AS expected
+  FROM gangsched.metrics m
+ WHERE m.name IN ('gangsched_team_shrinks_total', 'gangsched_team_shrink_replicas_total',
+                  'gangsched_team_lost_gpu_seconds_total')
+ ORDER BY 1, 2;
+-- the same through the exporter's family filter, and after a fold
+SELECT name, labels ->> 'team' AS team, value
+  FROM gangsched.metric_series(gangsched.now(), NULL, NULL, NULL,
+                               '{gangsched_team_shrinks_total,gangsched_team_shrink_replicas_total}')
+ ORDER BY 1, 2;
+SELECT gangsched._metrics_fold();
+SELECT name, team_id, value FROM gangsched.metric_counters WHERE name IN ('shrinks', 'shrink_replicas') ORDER BY 1, 2;
+-- preemption_summary: the shrinks of a's gangs, the replicas given back, the
+-- one killed at its deadline and its lost work, beside the whole preemptions
+SELECT team, preemptions, preemptors, shrinks, shrink_replicas, shrinks_killed,
+       round(shrink_lost_gpu_hours::numeric, 5) AS shrink_lost_gpu_hours, round(lost_gpu_hours::numeric, 5) AS lost_gpu_hours
+  FROM gangsched.preemption_summary('2030-01-01', '2030-01-02');
+-- only scenario 7 (one shrink of 2 replicas); by subtree the same
+SELECT team, shrinks, shrink_replicas, shrinks_killed
+  FROM gangsched.preemption_summary('2030-01-01 12:00+00', '2030-01-01 14:00+00', 'subtree');
+SELECT * FROM gangsched.check_invariants();
+
 DROP EXTENSION gangsched CASCADE;
-DROP ROLE gs59s_n2, gs59s_n4;
+DROP ROLE gs59s_n2, gs59s_n4, gs59s_pa, gs59s_an;

@@ -75,6 +75,8 @@ SELECT m.name, m.labels ->> 'team' AS team, m.value,
          WHEN 'gangsched_team_requeues_total' THEN (SELECT sum(requeues) FROM gangsched.jobs j WHERE j.team = m.labels ->> 'team')
          WHEN 'gangsched_team_kills_total' THEN (SELECT count(*) FROM gangsched.event_log e WHERE e.team = m.labels ->> 'team' AND e.kind = 'requeued' AND e.reason LIKE 'killed%')
          WHEN 'gangsched_team_lost_gpu_seconds_total' THEN (SELECT sum(lost_gpu_seconds) FROM gangsched.jobs j WHERE j.team = m.labels ->> 'team')
+         WHEN 'gangsched_team_shrinks_total' THEN (SELECT count(*) FROM gangsched.event_log e WHERE e.team = m.labels ->> 'team' AND e.kind = 'shrinking')
+         WHEN 'gangsched_team_shrink_replicas_total' THEN (SELECT COALESCE(sum((e.detail ->> 'was_replicas')::int - (e.detail ->> 'replicas')::int), 0) FROM gangsched.event_log e WHERE e.team = m.labels ->> 'team' AND e.kind = 'shrinking')
        END AS expected
   FROM gangsched.metrics m WHERE m.name LIKE 'gangsched_team_%_total' ORDER BY 1, 2;
 SELECT name, labels, value FROM gangsched.metrics WHERE name = 'gangsched_jobs_ended_total' AND value > 0 ORDER BY labels::text;
@@ -293,7 +295,9 @@ SELECT 'gangsched_team_' || m.name || '_total', 'counter', m.help, jsonb_build_o
     ('preemptions', 'Times the team''s jobs were told to stop for a preemptor.'),
     ('kills', 'Preempted jobs of the team killed at their grace deadline.'),
     ('requeues', 'Times the team''s jobs went back to the queue (preempted, killed, not started in time, node down).'),
-    ('lost_gpu_seconds', 'GPU-seconds of work the team''s requeued jobs lost since their last checkpoint.')) m(name, help)
+    ('lost_gpu_seconds', 'GPU-seconds of work the team''s jobs lost since their last checkpoint (requeued jobs, and workers killed at a shrink''s deadline).'),
+    ('shrinks', 'Times the team''s elastic jobs were told to give back replicas for a preemptor instead of stopping whole.'),
+    ('shrink_replicas', 'Replicas the team''s elastic jobs were told to give back in those shrinks.')) m(name, help)
 UNION ALL
 SELECT 'gangsched_queue_wait_seconds_bucket', 'histogram',
        'Placements of the team''s jobs that had waited at most `le` seconds in the queue.',
