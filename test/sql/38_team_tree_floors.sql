@@ -173,7 +173,8 @@ SET gangsched.preemption = off;
 -- 30: then borrowing would use idle quota x does not lend, so y's jobs
 -- may not borrow the free GPUs; below their fair share they still preempt
 -- z's borrowed jobs by fair share (the plan leaves x's 30 idle) until y
--- holds 30 and z 60. why_pending says why y's jobs then wait: quota.
+-- holds 30 and z 60. why_pending says so for y's first job (preemption,
+-- fair share), and why y's jobs wait once y holds 30 (quota).
 SELECT pg_temp.fresh(30);
 SELECT gangsched.add_team('p', 1), gangsched.add_team('z', 3);
 SELECT gangsched.add_team('x', 1, 'p'), gangsched.add_team('y', 1, 'p');
@@ -185,6 +186,7 @@ SELECT t.name, round(f.gpus::numeric, 2) AS fair_gpus, round(f.fair_share::numer
 SELECT pg_temp.settle(5) AS rounds;
 SELECT * FROM pg_temp.fair();
 SET gangsched.preemption = on;
+SELECT reason, detail FROM gangsched.why_pending((SELECT min(job) FROM gangsched.jobs WHERE state = 'pending' AND team = 'y'));
 SELECT pg_temp.settle(20) AS rounds;
 SELECT * FROM pg_temp.fair();
 SELECT DISTINCT team, reason FROM gangsched.jobs WHERE state = 'pending' ORDER BY team;
