@@ -1525,7 +1525,9 @@ carry_out(Search *s, Plan *best, GsRunning **rest, int nrest)
 
 	for (i = 0; i < best->n; i++)
 		gs_model_release(s->p, best->v[i], true);
-	if (!gs_place(s->p, j, &why))
+	if (j->held_back)
+		j->pool_mask = held_back_after_swap(s->st, j);	/* where the plan leaves the held-back amount idle */
+	if ((j->held_back && j->pool_mask == 0) || !gs_place(s->p, j, &why))
 	{
 		for (i = 0; i < best->n; i++)
 			gs_model_release(s->p, best->v[i], false);
