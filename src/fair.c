@@ -453,7 +453,8 @@ tree_append_non_lenders(StringInfo s, const GsCluster *c, int pool, int r, const
 
 /* gs_borrow_pools for a tree: every level's borrowing limit, every off-path subtree's lending limit. */
 static uint64_t
-tree_borrow_pools(GsCluster *c, const GsJob *j, uint64_t elig, const double d[GS_NRES], char **why)
+tree_borrow_pools(GsCluster *c, const GsJob *j, uint64_t elig, const double d[GS_NRES], char **why,
+				  uint64_t *held)
 {
 	uint64_t	m = 0;
 	int			i,
@@ -534,6 +535,7 @@ tree_borrow_pools(GsCluster *c, const GsJob *j, uint64_t elig, const double d[GS
 			if (d[r] > 0 && prot[r] > GS_EPS && left < prot[r] - GS_EPS)
 			{
 				ok = false;
+				*held |= UINT64_C(1) << i;
 				if (*why == NULL)
 				{
 					initStringInfo(&s);
@@ -1469,8 +1471,8 @@ append_non_lenders(StringInfo s, const GsCluster *c, int pool, int except_tix, i
 	appendStringInfoString(s, n == 1 ? " does" : " do");
 }
 
-uint64_t
-gs_borrow_pools(const GsCluster *c, const GsJob *j, char **why)
+static uint64_t
+borrow_pools(const GsCluster *c, const GsJob *j, char **why, uint64_t *held)
 {
 	uint64_t	elig = gs_eligible_pools(c, j);
 	uint64_t	m = 0;
@@ -1485,7 +1487,7 @@ gs_borrow_pools(const GsCluster *c, const GsJob *j, char **why)
 		return 0;
 	quota_demand_of(j, d);
 	if (c->tree)
-		return tree_borrow_pools(unconstify(GsCluster *, c), j, elig, d, why);
+		return tree_borrow_pools(unconstify(GsCluster *, c), j, elig, d, why, held);
 	if (!j->preemptible)
 	{
 		initStringInfo(&s);
@@ -1551,6 +1553,7 @@ gs_borrow_pools(const GsCluster *c, const GsJob *j, char **why)
 			if (d[r] > 0 && prot[r] > GS_EPS && left < prot[r] - GS_EPS)
 			{
 				ok = false;
+				*held |= UINT64_C(1) << i;
 				if (*why == NULL)
 				{
 					initStringInfo(&s);
@@ -1569,6 +1572,89 @@ gs_borrow_pools(const GsCluster *c, const GsJob *j, char **why)
 	if (m != 0)
 		*why = NULL;
 	return m;
+}
+
+uint64_t
+gs_borrow_pools(const GsCluster *c, const GsJob *j, char **why)
+{
+	uint64_t	held = 0;
+
+	return borrow_pools(c, j, why, &held);
+}
+
+/*
+ * Pools where the job's borrowing limits (at every level) allow it, but
+ * borrowing the free capacity would use idle quota that another team (a
+ * subtree off its path) does not lend: 0 when it may borrow somewhere, or
+ * is not preemptible. There it may still preempt by fair share, as long
+ * as the held-back amount stays idle (gs_held_back).
+ */
+uint64_t
+gs_held_back_pools(const GsCluster *c, const GsJob *j)
+{
+	uint64_t	held = 0;
+	char	   *why;
+
+	if (borrow_pools(c, j, &why, &held) != 0)
+		return 0;
+	return held;
+}
+
+/* A subtree's held-back amount with `freed` (per team, or NULL) out of its teams' use; *sub: its freed total. */
+static double
+held_after(const GsCluster *c, int pool, int t, int r, const double *freed, double *sub)
+{
+	const GsQuota *q = QUOTA(c, t, pool);
+	double		fr = freed ? freed[t * GS_NRES + r] : 0,
+				sum = 0,
+				own = 0,
+				ch;
+	int			k;
+
+	for (k = 0; k < c->teams[t].nchildren; k++)
+	{
+		sum += held_after(c, pool, c->teams[t].children[k], r, freed, &ch);
+		fr += ch;
+	}
+	*sub = fr;
+	if (q->has && q->nominal[r] >= 0 && q->lend[r] >= 0)
+		own = Max(0, (q->nominal[r] - q->lend[r]) - (q->used[r] - fr));
+	return Max(own, sum);
+}
+
+/*
+ * What other teams hold back of resource r in the pool from team tix's
+ * work (the unlent idle part of their nominal quota; in a tree, of every
+ * subtree off its path), with `freed` ([team][GS_NRES], the use a victim
+ * search takes out; NULL for none) out of their use.
+ */
+double
+gs_held_back(const GsCluster *c, int tix, int pool, int r, const double *freed)
+{
+	double		h = 0,
+				sub;
+	int			t,
+				k,
+				noff;
+
+	if (!c->tree)
+	{
+		for (t = 0; t < c->nteams; t++)
+		{
+			const GsQuota *q = QUOTA(c, t, pool);
+
+			if (t != tix && q->has && q->nominal[r] >= 0 && q->lend[r] >= 0)
+				h += Max(0, (q->nominal[r] - q->lend[r]) - (q->used[r] - (freed ? freed[t * GS_NRES + r] : 0)));
+		}
+		return h;
+	}
+	{
+		const int32_t *off = off_path_of(unconstify(GsCluster *, c), tix, &noff);
+
+		for (k = 0; k < noff; k++)
+			h += held_after(c, pool, off[k], r, freed, &sub);
+	}
+	return h;
 }
 
 double

@@ -21,6 +21,9 @@ extern uint64_t gs_guaranteed_pools(const GsCluster *c, const GsJob *j);
  */
 extern uint64_t gs_borrow_pools(const GsCluster *c, const GsJob *j, char **why);
 
+extern uint64_t gs_held_back_pools(const GsCluster *c, const GsJob *j);
+extern double gs_held_back(const GsCluster *c, int tix, int pool, int r, const double *freed);
+
 /* max over resources of used / capacity, divided by the team's weight. */
 extern double gs_dominant_share(const GsCluster *c, int tix);
 

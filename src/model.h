@@ -294,6 +294,7 @@ typedef struct GsJob
 	uint64_t	pool_mask;		/* pools the gang may go to now */
 	bool		quota_blocked;	/* quota rules allow it nowhere now */
 	bool		try_borrowing;	/* tried as borrowed work (beyond nominal quota) */
+	bool		held_back;		/* a fair-share search where only other teams' unlent idle quota blocks it: that stays idle */
 	double		share_at_try;	/* its team's dominant share when tried */
 	int32_t		tried_at;		/* position in the round's order, -1 not tried */
 	/* decision */

@@ -9,6 +9,9 @@
  *    final_share J's team, with J, must end at or below the weighted
  *    dominant share the victim's team keeps without its victims; with
  *    initial_share below the share that team holds before the swap;
+ *    also for a job that may not borrow the free capacity only because
+ *    other teams do not lend that idle quota (J->held_back, schedule.c):
+ *    its plan must leave the held-back amount idle (held_back_after_swap);
  *  - priority: victims are gangs of J's own team with lower priority;
  *  - las: in a team whose order is las (las.h), victims are gangs of J's
  *    own team with J's priority in a later LAS queue than J's (they have
@@ -296,6 +299,62 @@ quota_after_swap(GsState *st, GsJob *j)
 }
 
 /*
+ * For a job other teams' unlent idle quota blocks (J->held_back): the
+ * pools of J's where, with the victims now released, J would leave that
+ * held-back amount idle (the pool's free capacity after the swap, less
+ * J's demand, at least what the teams off its path hold back then).
+ */
+static uint64_t
+held_back_after_swap(GsState *st, GsJob *j)
+{
+	GsCluster  *c = st->cluster;
+	double		jd[GS_NRES] = {j->gpus * j->workers, j->cpus * j->workers, j->mem * j->workers, j->net * j->workers};
+	double	   *freed = palloc(sizeof(double) * GS_NRES * Max(c->nteams, 1));
+	uint64_t	m = 0;
+	int			pl,
+				r,
+				i;
+
+	for (pl = 0; pl < c->npools && pl < GS_MAX_POOLS; pl++)
+	{
+		double		fp[GS_NRES] = {0, 0, 0, 0};
+		bool		ok = true;
+
+		if (!(j->pool_mask & (UINT64_C(1) << pl)))
+			continue;
+		memset(freed, 0, sizeof(double) * GS_NRES * Max(c->nteams, 1));
+		for (i = 0; i < st->nrunning; i++)
+		{
+			const GsRunning *v = &st->running[i];
+
+			if (!v->released || v->taken || v->pool != pl)
+				continue;
+			for (r = 0; r < GS_NRES; r++)
+			{
+				fp[r] += v->demand[r];
+				if (v->tix >= 0)
+					freed[v->tix * GS_NRES + r] += v->demand[r];
+			}
+		}
+		for (r = 0; r < GS_NRES && ok; r++)
+		{
+			double		held;
+
+			if (jd[r] <= 0)
+				continue;
+			held = gs_held_back(c, j->tix, pl, r, freed);
+			if (held > GS_EPS &&
+				c->pools[pl].capacity[r] - (c->pools[pl].used[r] - fp[r]) - jd[r] < held - GS_EPS)
+				ok = false;
+		}
+		if (ok)
+			m |= UINT64_C(1) << pl;
+	}
+	pfree(freed);
+	return m;
+}
+
+/*
  * Does J fit the model as it is now (victims virtually released)? Looking
  * for room spends the search's probe budget; pruning a plan that works does
  * not (cut short, victims would stay that are not needed).
@@ -303,16 +362,27 @@ quota_after_swap(GsState *st, GsJob *j)
 static bool
 fits_any(Search *s, bool budgeted)
 {
+	uint64_t	mask = s->j->pool_mask;
+	bool		ok;
+
 	if (s->j->quota_blocked && !quota_after_swap(s->st, s->j))
 		return false;
-	if (budgeted)
+	if (budgeted && s->probes_left <= 0)
+		return false;
+	if (s->j->held_back)
 	{
-		if (s->probes_left <= 0)
+		uint64_t	m = held_back_after_swap(s->st, s->j);
+
+		if (m == 0)
 			return false;
-		s->probes_left--;
+		s->j->pool_mask = m;	/* only where the swap leaves the held-back amount idle */
 	}
+	if (budgeted)
+		s->probes_left--;
 	(*s->probes)++;
-	return gs_probe(s->p, s->j, NULL);
+	ok = gs_probe(s->p, s->j, NULL);
+	s->j->pool_mask = mask;
+	return ok;
 }
 
 static bool
@@ -798,8 +868,10 @@ greedy_grow(Search *s, Greedy *g)
 /*
  * The fit found lies inside one gang domain: victims with no node in it are
  * not needed for that fit, which stays valid without them, so they go back
- * at once, without a probe each. (Not for a job its team's quota blocks:
- * its victims also free quota, wherever they run.)
+ * at once, without a probe each. (Not for a job its team's quota blocks,
+ * nor one other teams' unlent idle quota blocks: its victims also free
+ * quota, or the capacity that keeps the held-back amount idle, wherever
+ * they run.)
  */
 static void
 greedy_drop_outside(Search *s, Greedy *g)
@@ -808,7 +880,7 @@ greedy_drop_outside(Search *s, Greedy *g)
 				di,
 				k;
 
-	if (s->j->quota_blocked)
+	if (s->j->quota_blocked || s->j->held_back)
 		return;
 	gs_placer_last_domain(s->p, &dd, &di);
 	/* last chosen first: a split gang's later entries go before the earlier ones */
@@ -1130,7 +1202,7 @@ collect_candidates(Search *s, const GsPreemptSettings *set, Cand *cands, GsRunni
 		if (r->taken)
 		{
 			/* the rest of an earlier victim of this round: free for J, once it goes */
-			if (r->shareable && !j->quota_blocked && has_rest(r))
+			if (r->shareable && !j->quota_blocked && !j->held_back && has_rest(r))
 				rest[(*nrest)++] = r;
 			continue;
 		}
@@ -1453,7 +1525,9 @@ carry_out(Search *s, Plan *best, GsRunning **rest, int nrest)
 
 	for (i = 0; i < best->n; i++)
 		gs_model_release(s->p, best->v[i], true);
-	if (!gs_place(s->p, j, &why))
+	if (j->held_back)
+		j->pool_mask = held_back_after_swap(s->st, j);	/* where the plan leaves the held-back amount idle */
+	if ((j->held_back && j->pool_mask == 0) || !gs_place(s->p, j, &why))
 	{
 		for (i = 0; i < best->n; i++)
 			gs_model_release(s->p, best->v[i], false);
@@ -1543,7 +1617,8 @@ gs_preempt(GsPlacer *p, GsState *st, GsJob *j, const GsPreemptSettings *set, GsP
 		tree_sides(&s);
 	for (i = 0; i < c->npools && i < GS_MAX_POOLS; i++)
 		if (j->pool_mask & (UINT64_C(1) << i))
-			free_gpus += Max(c->pools[i].capacity[GS_GPU] - c->pools[i].used[GS_GPU], 0);
+			free_gpus += Max(c->pools[i].capacity[GS_GPU] - c->pools[i].used[GS_GPU] -
+							 (j->held_back ? gs_held_back(c, j->tix, i, GS_GPU, NULL) : 0), 0);
 
 	cands = palloc(sizeof(Cand) * Max(st->nrunning, 1));
 	rest = palloc(sizeof(GsRunning *) * Max(st->nrunning, 1));

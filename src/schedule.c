@@ -55,7 +55,7 @@ search_key(const GsJob *j, SearchKey *k)
 	gs_shape_key(j, &k->shape);
 	k->pool_mask = j->pool_mask;
 	k->tix = j->tix;
-	k->flags = (int16_t) ((j->try_borrowing ? 1 : 0) | (j->quota_blocked ? 2 : 0));
+	k->flags = (int16_t) ((j->try_borrowing ? 1 : 0) | (j->quota_blocked ? 2 : 0) | (j->held_back ? 4 : 0));
 }
 
 /* A nominated job's waiting reason. */
@@ -473,6 +473,45 @@ decide_one(Round *rd, GsJob *j)
 }
 
 /*
+ * A preemptible job that may not borrow the free capacity only because
+ * other teams do not lend that idle quota (lending limits) still gets the
+ * fair-share trigger (and the priority trigger) in those pools, as any
+ * borrowing job: victims from teams above their fair share, and the plan
+ * leaves the held-back amount idle (preempt.c). True when nominated.
+ */
+static bool
+nominate_held_back(Round *rd, GsJob *j)
+{
+	uint64_t	held;
+	uint64_t	mask = j->pool_mask;
+	bool		borrowing = j->try_borrowing;
+
+	if (!j->preemptible)
+		return false;
+	held = gs_held_back_pools(rd->st->cluster, j) & ~gs_order_thrash_mask(rd->out->order, j, NULL);
+	if (held == 0)
+		return false;
+	j->pool_mask = held;
+	j->quota_blocked = false;
+	j->try_borrowing = true;
+	j->held_back = true;
+	if (gs_job_elastic(j))
+		j->workers = j->min_workers;	/* an elastic job: for its minimum */
+	if (nominate(rd, j))
+	{
+		j->held_back = false;
+		return true;
+	}
+	if (gs_job_elastic(j))
+		j->workers = j->max_workers;
+	j->held_back = false;
+	j->quota_blocked = true;
+	j->try_borrowing = borrowing;
+	j->pool_mask = mask;
+	return false;
+}
+
+/*
  * Jobs their own team's quota blocks may still take the place of the
  * team's lower-priority work (the priority trigger): the quota is checked
  * with those victims gone.
@@ -489,6 +528,8 @@ nominate_quota_blocked(Round *rd)
 		GsJob	   *j = gs_order_at(out->order, i);
 
 		if (!j->quota_blocked || j->nominated || j->placed || j->expiring)
+			continue;
+		if (rd->set.preemption && nominate_held_back(rd, j))
 			continue;
 		j->pool_mask = gs_eligible_pools(rd->st->cluster, j);
 		if (gs_job_elastic(j))

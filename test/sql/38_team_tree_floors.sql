@@ -169,10 +169,12 @@ SET gangsched.preemption = off;
 -- less what x keeps back, 30: y 30 (its 20 left over from x's quota as
 -- guaranteed work, and x's 10 lent), z the other 60 (by weight alone,
 -- 1:3, y would get 22.5; counting x's kept 30 in p's floor, 60). The
--- rounds do not reach this one: once the cluster is full but for x's
--- kept 30, a borrowing job is not tried at all (borrowing would use idle
--- quota x does not lend), so y's cannot preempt z's by fair share; the
--- rounds' rule, reported with issue 15. The view alone is checked.
+-- round's fair order fills the cluster to y 23, z 67, all but x's kept
+-- 30: then borrowing would use idle quota x does not lend, so y's jobs
+-- may not borrow the free GPUs; below their fair share they still preempt
+-- z's borrowed jobs by fair share (the plan leaves x's 30 idle) until y
+-- holds 30 and z 60. why_pending says so for y's first job (preemption,
+-- fair share), and why y's jobs wait once y holds 30 (quota).
 SELECT pg_temp.fresh(30);
 SELECT gangsched.add_team('p', 1), gangsched.add_team('z', 3);
 SELECT gangsched.add_team('x', 1, 'p'), gangsched.add_team('y', 1, 'p');
@@ -181,7 +183,16 @@ SELECT gangsched.set_quota('x', 'main', 40, lending_limit_gpus => 10);
 SELECT pg_temp.jobs('y', 100), pg_temp.jobs('z', 100);
 SELECT t.name, round(f.gpus::numeric, 2) AS fair_gpus, round(f.fair_share::numeric, 4) AS fair_share
   FROM gangsched._fair_shares() f JOIN gangsched.teams t ON t.id = f.team_id ORDER BY t.name;
+SELECT pg_temp.settle(5) AS rounds;
+SELECT * FROM pg_temp.fair();
+SET gangsched.preemption = on;
+SELECT reason, detail FROM gangsched.why_pending((SELECT min(job) FROM gangsched.jobs WHERE state = 'pending' AND team = 'y'));
+SELECT pg_temp.settle(20) AS rounds;
+SELECT * FROM pg_temp.fair();
+SELECT DISTINCT team, reason FROM gangsched.jobs WHERE state = 'pending' ORDER BY team;
+SELECT reason, detail FROM gangsched.why_pending((SELECT min(job) FROM gangsched.jobs WHERE state = 'pending' AND team = 'y'));
 SELECT * FROM gangsched.check_invariants();
+SET gangsched.preemption = off;
 
 SET client_min_messages = warning;
 DROP EXTENSION gangsched CASCADE;
