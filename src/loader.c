@@ -891,8 +891,15 @@ load_jobs(GsState *st, GsCluster *c, const IdIndex *teams)
 						 "          WHERE a.job OPERATOR(pg_catalog.=) g.id"
 						 "            AND NOT pg_catalog.upper_inf(a.during)) END",
 						 st->las_teams->data);
+	/*
+	 * In job order: the round writes its placements, nominations and
+	 * victims in the order of this array, and the order of their events and
+	 * of the rows they add must not follow the table's physical order
+	 * (which autovacuum and HOT pruning change) or the plan.
+	 */
 	appendStringInfoString(&sql, "  FROM gangsched.gangs g WHERE g.state OPERATOR(pg_catalog.=) 'pending'"
-						   "   AND g.waiting_for IS NULL");
+						   "   AND g.waiting_for IS NULL"
+						   " ORDER BY g.id");
 	/* the text changes only with the set of las teams: its plan is kept */
 	(void) gs_spi_exec("load", sql.data, 0, NULL, NULL, (DestReceiver *) &r, true, SPI_OK_SELECT);
 	MemoryContextSwitchTo(r.cxt);
@@ -1206,7 +1213,9 @@ alloc_before(const GsAlloc *x, const GsAlloc *y)
 		return x->node < y->node;
 	if (x->devmask != y->devmask)
 		return x->devmask < y->devmask;
-	return x->first_slice < y->first_slice;
+	if (x->first_slice != y->first_slice)
+		return x->first_slice < y->first_slice;
+	return x->worker < y->worker;	/* CPU-only workers on one node */
 }
 
 /*

@@ -614,6 +614,7 @@ update_nominated(GsState *st, GsDecision *dec, TimestampTz now, int *nconfirmed)
 			  " e AS ("
 			  "  INSERT INTO gangsched.events (at, kind, job, team_id, reason, detail)"
 			  "  SELECT $5, 'nominated', n.id, n.team_id, n.reason, n.detail::pg_catalog.jsonb FROM n"
+			  "   ORDER BY n.id"
 			  "  RETURNING job)"
 			  "SELECT job FROM e ORDER BY job",
 			  7, types, values, SPI_OK_SELECT);
@@ -650,7 +651,10 @@ write_holds(const Cols *h)
 
 /*
  * The victims: 'preempting' with their grace deadline, their events, and
- * their nodes' agents told. v_job[k] is preempted for v_for[k].
+ * their nodes' agents told. v_job[k] is preempted for v_for[k]. The
+ * events, like every event a round writes, in job order (here by
+ * preemptor, then victim), not in the order the join's plan returns rows:
+ * agents act on them in id order.
  */
 static void
 write_victims(int64 *v_job, int64 *v_for, char **v_trigger, int nv, TimestampTz now)
@@ -679,7 +683,7 @@ write_victims(int64 *v_job, int64 *v_for, char **v_trigger, int nv, TimestampTz 
 			  "  INSERT INTO gangsched.events (at, kind, job, team_id, reason, detail)"
 			  "  SELECT $4, 'preempting', v.id, v.team_id, v.reason,"
 			  "         pg_catalog.jsonb_build_object('for', v.pfor, 'deadline', v.preempt_deadline)"
-			  "    FROM v RETURNING 1),"
+			  "    FROM v ORDER BY v.pfor, v.id RETURNING 1),"
 	/*
 	 * gangsched_preemptions_total counted here, one row per team, not by
 	 * the events' row trigger (75_metrics.sql: 'preempting' events are
@@ -1005,7 +1009,7 @@ update_placed(int64 *p_job, char **p_detail, bool *p_borrowed, int32 *p_workers,
 			  "  SELECT $3, 'placed', p.id, p.team_id,"
 			  "         CASE WHEN p.borrowed THEN 'placed whole in its smallest domain, as borrowed capacity'"
 			  "              ELSE 'placed whole in its smallest domain, within nominal quota' END,"
-			  "         p.detail::pg_catalog.jsonb FROM p)"
+			  "         p.detail::pg_catalog.jsonb FROM p ORDER BY p.id)"
 			  /* every row of p has its event: e runs to completion unread */
 			  "SELECT p.id, p.team_id,"
 			  "       pg_catalog.date_part('epoch', $3 OPERATOR(pg_catalog.-) p.queued_at) FROM p",
@@ -1173,7 +1177,7 @@ write_grows(GsState *st, GsDecision *dec, TimestampTz now)
 			  "         pg_catalog.jsonb_build_object('replicas', u.workers OPERATOR(pg_catalog./) u.unit,"
 			  "                                       'was_replicas', u.old OPERATOR(pg_catalog./) u.unit,"
 			  "                                       'workers', u.workers, 'was_workers', u.old)"
-			  "    FROM u)"
+			  "    FROM u ORDER BY u.id)"
 			  "SELECT u.id FROM u ORDER BY u.id",
 			  5, types, values, SPI_OK_SELECT);
 	confirmed = spi_int8_column(1, &nconfirmed);
@@ -1326,7 +1330,8 @@ write_refusals(const JobTexts *t, TimestampTz now)
 				   "SELECT $3, 'preemption refused', g.id, g.team_id, u.reason,"
 				   "       pg_catalog.jsonb_build_object('fair_preemption', $4)"
 				   "  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(job, reason)"
-				   "  JOIN gangsched.gangs g ON g.id OPERATOR(pg_catalog.=) u.job",
+				   "  JOIN gangsched.gangs g ON g.id OPERATOR(pg_catalog.=) u.job"
+				   " ORDER BY g.id",
 				   t, 4, types, values, SPI_OK_INSERT);
 }
 
@@ -1349,7 +1354,7 @@ write_expired(const JobTexts *t, TimestampTz now)
 				   "   WHERE g.id OPERATOR(pg_catalog.=) u.job AND g.state OPERATOR(pg_catalog.=) 'pending'"
 				   "  RETURNING g.id, g.team_id, g.reason)"
 				   "INSERT INTO gangsched.events (at, kind, job, team_id, reason)"
-				   "SELECT $3, 'expired', e.id, e.team_id, e.reason FROM e",
+				   "SELECT $3, 'expired', e.id, e.team_id, e.reason FROM e ORDER BY e.id",
 				   t, 4, types, values, SPI_OK_INSERT);
 }
 

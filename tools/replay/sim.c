@@ -247,6 +247,15 @@ stale(Sim *s, const Ev *e)
 	return e->job >= 0 && e->type != EV_WAKE && s->j[e->job].ver != e->ver;
 }
 
+static int
+cmp_int(const void *a, const void *b)
+{
+	int			x = *(const int *) a,
+				y = *(const int *) b;
+
+	return (x > y) - (x < y);
+}
+
 static int64_t
 heap_next(Sim *s)
 {
@@ -511,7 +520,8 @@ static const char *start_and_feed =
 "          LEFT JOIN gangsched.allocations a ON a.job = g.id AND upper_inf(a.during)\n"
 "          LEFT JOIN gangsched.nodes nd ON nd.id = a.node_id\n"
 "         WHERE g.state = 'placed'\n"
-"         GROUP BY g.id, g.workers) x;\n"
+"         GROUP BY g.id, g.workers) x\n"
+" ORDER BY x.job;\n"
 "SELECT e.id, e.kind, e.job, extract(epoch FROM e.at)::bigint,\n"
 "       COALESCE(extract(epoch FROM (e.detail->>'deadline')::timestamptz)::bigint, 0), e.reason,\n"
 "       COALESCE((e.detail->>'stranded_gpus')::float8, 0),\n"
@@ -1477,6 +1487,16 @@ run_policy(const Options *o, const Cluster *c, const Trace *t, const char *polic
 		}
 		while (s.next_sub < s.n && t->jobs[s.next_sub].submit == tn)
 			s.submit_list[s.nsubmit++] = s.next_sub++;
+		/*
+		 * The agents report an instant's finishes and releases in trace
+		 * order, not in the order the heap gives events of one second
+		 * (which follows the order they were pushed in): which preemptor a
+		 * release places first, and so whether it counts as borrowed, must
+		 * not depend on that.
+		 */
+		qsort(s.finish_list, s.nfinish, sizeof(int), cmp_int);
+		qsort(s.release_list, s.nrelease, sizeof(int), cmp_int);
+		qsort(s.shrink_list, s.nshrink, sizeof(int), cmp_int);
 
 		if (s.nfinish + s.nrelease + s.nshrink + s.nsubmit > 0)
 		{
