@@ -663,6 +663,24 @@ on_grown(Sim *s, int ix, int held)
 	s->r->grows++;
 }
 
+/*
+ * Job ix obeys a stop (a preemption or a shrink): it keeps the work up to
+ * its checkpoint (on demand: up to now), and its planned finish no longer
+ * holds.
+ */
+static void
+stop_at_checkpoint(Sim *s, int ix)
+{
+	SimJob	   *j = &s->j[ix];
+	int64_t		done = work_done(s, ix, s->o->checkpoint_on_preempt ? s->now - j->run_start
+								 : last_checkpoint(s, ix, s->now) - j->run_start);
+
+	j->work_left -= done;
+	if (j->work_left < 1)
+		j->work_left = 1;
+	j->ver++;
+}
+
 static void
 on_preempting(Sim *s, int ix, int64_t deadline)
 {
@@ -681,14 +699,8 @@ on_preempting(Sim *s, int ix, int64_t deadline)
 	if (s->now + delay <= deadline)
 	{
 		/* obeys: training stops now, the release follows after the delay */
-		int64_t		done = work_done(s, ix, s->o->checkpoint_on_preempt ? s->now - j->run_start
-									 : last_checkpoint(s, ix, s->now) - j->run_start);
-
-		j->work_left -= done;
-		if (j->work_left < 1)
-			j->work_left = 1;
+		stop_at_checkpoint(s, ix);
 		j->stopped = true;
-		j->ver++;				/* it no longer finishes */
 		push(s, s->now + delay, EV_RELEASE, ix);
 	}
 	else
@@ -718,14 +730,8 @@ on_shrinking(Sim *s, int ix, int to, int64_t deadline)
 	s->r->shrinks++;
 	if (s->now + delay <= deadline)
 	{
-		int64_t		done = work_done(s, ix, s->o->checkpoint_on_preempt ? s->now - j->run_start
-									 : last_checkpoint(s, ix, s->now) - j->run_start);
-
-		j->work_left -= done;
-		if (j->work_left < 1)
-			j->work_left = 1;
+		stop_at_checkpoint(s, ix);
 		j->shrink_stopped = true;
-		j->ver++;				/* it no longer finishes at this size */
 		push(s, s->now + delay, EV_SHRINK, ix);
 	}
 	else
