@@ -106,7 +106,7 @@ my $workdir = PostgreSQL::Test::Utils::tempdir();
 my $connstr = $node->connstr('postgres');
 my %agent_pid;
 
-sub agent_log_file { return "$PostgreSQL::Test::Utils::log_path/agent_$_[0].log"; }
+sub agent_log_file { return "$PostgreSQL::Test::Utils::log_path/elastic_agent_$_[0].log"; }
 sub agent_log { my $f = agent_log_file($_[0]); return -e $f ? slurp_file($f) : ''; }
 
 sub start_agent
