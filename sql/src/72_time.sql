@@ -115,18 +115,24 @@ LANGUAGE plpgsql AS $$
 DECLARE
     t      timestamptz := gangsched.now();
     told   int;
+    due    bigint[];
     overdue bigint[];
 BEGIN
+    -- the jobs past their limit, locked in one scan first: as a semi-join
+    -- of the UPDATE, a stale row estimate (1 right after a big round)
+    -- made the planner rescan the locking subquery for every running job
+    SELECT array_agg(l.id ORDER BY l.id) INTO due
+      FROM (SELECT x.id FROM gangsched.gangs x
+             WHERE x.state IN ('placed', 'running') AND x.time_limit IS NOT NULL
+               AND x.placed_at + x.time_limit <= t
+             ORDER BY x.id FOR UPDATE SKIP LOCKED) l;
     WITH s AS (
         UPDATE gangsched.gangs g
            SET state = 'preempting', preempted_for = NULL,
                preempt_deadline = t + LEAST(COALESCE(g.grace, pg_catalog.current_setting('gangsched.default_grace')::interval),
                                             pg_catalog.current_setting('gangsched.max_grace')::interval),
                reason = 'time limit'
-         WHERE g.id IN (SELECT x.id FROM gangsched.gangs x
-                         WHERE x.state IN ('placed', 'running') AND x.time_limit IS NOT NULL
-                           AND x.placed_at + x.time_limit <= t
-                         ORDER BY x.id FOR UPDATE SKIP LOCKED)
+         WHERE g.id = ANY (due)
            AND g.state IN ('placed', 'running')
         RETURNING g.id, g.team_id, g.preempt_deadline, g.time_limit),
     ev AS (

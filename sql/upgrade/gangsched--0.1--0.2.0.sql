@@ -9392,3 +9392,52 @@ SELECT h.job, s.name, t.name, h.since, h.until, h.n, h.n / s.unit, s.min_replica
  WHERE h.n > 0 AND h.since < $2 AND (h.until IS NULL OR h.until > $1)
  ORDER BY h.job, h.since
 $$;
+
+-- ==== lead: _enforce_time_limits locks the jobs past their limit in one scan (a stale estimate made the semi-join rescan it per running job) ====
+-- The round's time rule for limits: jobs whose limit has passed get the
+-- preemption signal with their grace (they checkpoint and release; a
+-- 'time limit' event, not counted as a preemption by the metrics), and
+-- those still holding capacity at that deadline are killed and fail with
+-- reason 'time limit'. Returns how many were killed.
+CREATE OR REPLACE FUNCTION gangsched._enforce_time_limits() RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+    t      timestamptz := gangsched.now();
+    told   int;
+    due    bigint[];
+    overdue bigint[];
+BEGIN
+    -- the jobs past their limit, locked in one scan first: as a semi-join
+    -- of the UPDATE, a stale row estimate (1 right after a big round)
+    -- made the planner rescan the locking subquery for every running job
+    SELECT array_agg(l.id ORDER BY l.id) INTO due
+      FROM (SELECT x.id FROM gangsched.gangs x
+             WHERE x.state IN ('placed', 'running') AND x.time_limit IS NOT NULL
+               AND x.placed_at + x.time_limit <= t
+             ORDER BY x.id FOR UPDATE SKIP LOCKED) l;
+    WITH s AS (
+        UPDATE gangsched.gangs g
+           SET state = 'preempting', preempted_for = NULL,
+               preempt_deadline = t + LEAST(COALESCE(g.grace, pg_catalog.current_setting('gangsched.default_grace')::interval),
+                                            pg_catalog.current_setting('gangsched.max_grace')::interval),
+               reason = 'time limit'
+         WHERE g.id = ANY (due)
+           AND g.state IN ('placed', 'running')
+        RETURNING g.id, g.team_id, g.preempt_deadline, g.time_limit),
+    ev AS (
+        INSERT INTO gangsched.events (at, kind, job, team_id, reason, detail)
+        SELECT t, 'time limit', s.id, s.team_id, 'stopped at its time limit',
+               jsonb_build_object('time_limit', s.time_limit, 'deadline', s.preempt_deadline)
+          FROM s RETURNING 1)
+    SELECT count(pg_notify('gangsched_node_' || a.node_id,
+                           json_build_object('event', 'preempt', 'job', s.id, 'deadline', s.preempt_deadline,
+                                             'reason', 'time limit')::text))
+      INTO told
+      FROM s JOIN (SELECT DISTINCT x.job, x.node_id FROM gangsched.allocations x
+                    WHERE upper_inf(x.during) AND x.job IN (SELECT s.id FROM s)) a ON a.job = s.id;
+    SELECT array_agg(l.id ORDER BY l.id) INTO overdue
+      FROM (SELECT g.id FROM gangsched.gangs g
+             WHERE g.state = 'preempting' AND g.preempted_for IS NULL AND g.preempt_deadline <= t
+             ORDER BY g.id FOR UPDATE SKIP LOCKED) l;
+    RETURN gangsched._end_time_limited(overdue, 'killed at the grace deadline after its time limit', t);
+END $$;
