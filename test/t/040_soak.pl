@@ -340,7 +340,9 @@ foreach my $c (@clients)
 # -------------------------------------------------------------------------
 my $soak_end_rounds = sql('SELECT rounds FROM gangsched.worker_status()');
 # (a job that ends meanwhile is left alone: the exception block is not
-# logged)
+# logged). Each cancel commits on its own, as a portal's calls do: one
+# transaction cancelling them all held each job's row while waiting for the
+# next, and deadlocked with a round that locked two of them the other way.
 foreach my $t (@teams)
 {
 	my $role = $t eq 'a' ? 'portal_a1' : "portal_$t";
@@ -350,11 +352,12 @@ SELECT count(*) FROM gangsched.jobs WHERE state = 'pending';
 DO $$
 DECLARE j bigint;
 BEGIN
-    FOR j IN SELECT job FROM gangsched.jobs WHERE state = 'pending' LOOP
+    FOR j IN SELECT job FROM gangsched.jobs WHERE state = 'pending' ORDER BY job LOOP
         BEGIN
             PERFORM gangsched.cancel(j);
         EXCEPTION WHEN object_not_in_prerequisite_state THEN NULL;
         END;
+        COMMIT;
     END LOOP;
 END $$;},
 		connstr => "$connstr user=$role");
