@@ -13,7 +13,16 @@ SELECT j.id AS job, t.name AS team, j.name, j.state, j.workers, j.gpus, j.cpus, 
        gangsched._level_name(j.stage_span) AS stage_span, gangsched._level_name(j.span) AS span,
        j.gpu_model, j.gpu_mem_gb, j.dataset, j.locality,
        j.submitted_at, j.placed_at, j.started_at, j.finished_at, j.preempt_deadline, j.last_checkpoint_at,
-       j.preemptions, j.requeues, j.lost_gpu_seconds, j.reason, j.message, j.queue_pos,
+       j.preemptions, j.requeues, j.lost_gpu_seconds,
+       -- the job a reason names ("preempted for job N", "shrinking … for job N")
+       -- is masked as shrink_for is: "a job of another team" for a portal
+       -- that may not see it (the subquery runs for such reasons only)
+       CASE WHEN v.all_rows OR strpos(j.reason, 'for job ') = 0 THEN j.reason
+            WHEN (SELECT s.team_id FROM gangsched.gangs s
+                   WHERE s.id = substring(j.reason FROM 'for job ([0-9]{1,18})')::bigint) = ANY (v.teams)
+            THEN j.reason
+            ELSE regexp_replace(j.reason, 'for job [0-9]+', 'for a job of another team', 'g') END AS reason,
+       j.message, j.queue_pos,
        CASE WHEN v.all_commands OR j.team_id = ANY (v.teams) THEN j.command END AS command,
        j.checkpoint_interval, j.grace, j.queue_timeout,
        j.after_jobs, j.after_mode, j.waiting_for, j.time_limit,

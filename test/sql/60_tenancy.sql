@@ -439,12 +439,24 @@ SELECT ran, placed, preempted FROM gangsched.run_round();
 RESET gangsched.min_runtime;
 RESET ROLE;
 SELECT job, state, borrowed FROM gangsched.jobs WHERE job IN (5, 6) ORDER BY job;
+-- the victim's reason names its preemptor: the operator and an analyst
+-- see job 6, nlp's portal sees "a job of another team" (vision's)
+SELECT job, reason FROM gangsched.jobs WHERE job = 5;
+SET ROLE gs60_pn;
+SELECT job, reason FROM gangsched.jobs WHERE job = 5;
+RESET ROLE;
+SET ROLE gs60_an;
+SELECT job, reason FROM gangsched.jobs WHERE job = 5;
+RESET ROLE;
 CALL pg_temp.refused('gs60_a2', $$SELECT gangsched.job_released(5, true)$$);
 CALL pg_temp.refused('gs60_pn', $$SELECT gangsched.job_released(5, true)$$);
 SET ROLE gs60_a1;
 SELECT gangsched.job_released(5, true);
 SELECT gangsched.job_started(6, 'n1');
 SELECT gangsched.job_finished(6, true);
+RESET ROLE;
+SET ROLE gs60_pn;
+SELECT job, state, reason FROM gangsched.jobs WHERE job = 5;
 RESET ROLE;
 SET ROLE gs60_op;
 SELECT gangsched.set_node_state('n2', 'up');
