@@ -121,6 +121,15 @@ gs_tree_rollup(GsCluster *c)
 		}
 }
 
+/* Every increase of each subtree's use so far (c->use_growth, allocated on first need). */
+double *
+gs_tree_growth(GsCluster *c)
+{
+	if (c->use_growth == NULL)
+		c->use_growth = palloc0(sizeof(double) * GS_NRES * Max(c->nteams, 1));
+	return c->use_growth;
+}
+
 /* Add sign × d to team tix's use in the pool, and to every ancestor's. */
 static void
 tree_add(GsCluster *c, int tix, int pool, const double d[GS_NRES], double sign)
@@ -131,6 +140,16 @@ tree_add(GsCluster *c, int tix, int pool, const double d[GS_NRES], double sign)
 				r;
 
 	c->use_version++;
+	if (sign > 0)
+	{
+		double	   *g = gs_tree_growth(c);
+
+		for (t = tix; t >= 0; t = c->teams[t].parent)
+			for (r = 0; r < GS_NRES; r++)
+				g[t * GS_NRES + r] += Max(d[r], 0);
+	}
+	else
+		c->use_drops++;
 	for (r = 0; r < GS_NRES; r++)
 		raw[r] = delta[r] = sign * d[r];
 	for (t = tix; t >= 0; t = c->teams[t].parent)
@@ -222,18 +241,20 @@ kept_cached(GsCluster *c, int pool, int a, int except, int r)
  * the path has a quota there.
  */
 static bool
-tree_within_nominal(const GsCluster *c, int tix, int pool, const double d[GS_NRES], int *at, int *res)
+tree_within_nominal(const GsCluster *c, int tix, int pool, const double d[GS_NRES], int *at, int *res,
+					double *slack)
 {
 	double		delta[GS_NRES];
 	bool		any = false;
 	int			t = tix,
 				from = -1,
+				lvl = 0,
 				r;
 
 	*at = -1;
 	*res = GS_GPU;
 	memcpy(delta, d, sizeof(delta));
-	for (;;)
+	for (;; lvl++)
 	{
 		const GsQuota *q = QUOTA(c, t, pool);
 
@@ -241,14 +262,21 @@ tree_within_nominal(const GsCluster *c, int tix, int pool, const double d[GS_NRE
 		{
 			any = true;
 			for (r = 0; r < GS_NRES; r++)
-				if (q->nominal[r] >= 0 &&
-					q->gused[r] + delta[r] + (from >= 0 ? kept_cached(unconstify(GsCluster *, c), pool, t, from, r) : 0) >
-					q->nominal[r] + GS_EPS)
+			{
+				double		need;
+
+				if (q->nominal[r] < 0)
+					continue;
+				need = q->gused[r] + delta[r] + (from >= 0 ? kept_cached(unconstify(GsCluster *, c), pool, t, from, r) : 0);
+				if (need > q->nominal[r] + GS_EPS)
 				{
 					*at = t;
 					*res = r;
 					return false;
 				}
+				if (slack != NULL && lvl < GS_TREE_SLACK_DEPTH)
+					slack[lvl * GS_NRES + r] = Min(slack[lvl * GS_NRES + r], q->nominal[r] + GS_EPS - need);
+			}
 		}
 		if (c->teams[t].parent < 0)
 			break;
@@ -473,7 +501,7 @@ tree_borrow_pools(GsCluster *c, const GsJob *j, uint64_t elig, const double d[GS
 
 			if (!(elig & (UINT64_C(1) << i)))
 				continue;
-			if (tree_within_nominal(c, j->tix, i, d, &at, &res))
+			if (tree_within_nominal(c, j->tix, i, d, &at, &res, NULL))
 				at = j->tix;	/* it is within: said in GPUs, as when it fits nowhere now */
 			if (at < 0)
 				*why = psprintf("team %s has no quota in pool %s, nor has any team above it, and non-preemptible work runs only within nominal quota",
@@ -1385,7 +1413,7 @@ gs_guaranteed_pools(const GsCluster *c, const GsJob *j)
 					res;
 
 		for (i = 0; i < c->npools && i < GS_MAX_POOLS; i++)
-			if ((elig & (UINT64_C(1) << i)) && tree_within_nominal(c, j->tix, i, d, &at, &res))
+			if ((elig & (UINT64_C(1) << i)) && tree_within_nominal(c, j->tix, i, d, &at, &res, NULL))
 				m |= UINT64_C(1) << i;
 		return m;
 	}
@@ -1393,6 +1421,53 @@ gs_guaranteed_pools(const GsCluster *c, const GsJob *j)
 		if ((elig & (UINT64_C(1) << i)) &&
 			within_nominal(&c->quotas[j->tix * c->npools + i], d))
 			m |= UINT64_C(1) << i;
+	return m;
+}
+
+/*
+ * gs_guaranteed_pools for a tree, with the slack of each level of the
+ * job's path (slack[level * GS_NRES + r], level 0 its team, up to
+ * GS_TREE_SLACK_DEPTH levels): how much more use of its subtree the answer
+ * survives. A term of the nominal check at team t (its guaranteed use, plus
+ * the gang, plus what it keeps for its other children) changes only with
+ * use inside t's subtree, and rises by at most what is added there: a
+ * child's use counts in its parent's at most up to the child's nominal, and
+ * what it adds below that the parent no longer keeps for it. So while use
+ * only grows (no c->use_drops) and every level's subtree grew by less than
+ * that level's slack (c->use_growth), the pools stay the same; a pool
+ * refused stays refused.
+ */
+uint64_t
+gs_tree_guaranteed_pools(const GsCluster *c, const GsJob *j, double *slack)
+{
+	uint64_t	elig = gs_eligible_pools(c, j);
+	uint64_t	m = 0;
+	double		d[GS_NRES];
+	double		s[GS_TREE_SLACK_DEPTH * GS_NRES];
+	int			i,
+				k;
+
+	for (k = 0; k < GS_TREE_SLACK_DEPTH * GS_NRES; k++)
+		slack[k] = 1e300;
+	if (j->tix < 0)
+		return 0;
+	quota_demand_of(j, d);
+	for (i = 0; i < c->npools && i < GS_MAX_POOLS; i++)
+	{
+		int			at,
+					res;
+
+		if (!(elig & (UINT64_C(1) << i)))
+			continue;
+		for (k = 0; k < GS_TREE_SLACK_DEPTH * GS_NRES; k++)
+			s[k] = 1e300;
+		if (tree_within_nominal(c, j->tix, i, d, &at, &res, s))
+		{
+			m |= UINT64_C(1) << i;
+			for (k = 0; k < GS_TREE_SLACK_DEPTH * GS_NRES; k++)
+				slack[k] = Min(slack[k], s[k]);
+		}
+	}
 	return m;
 }
 
@@ -1407,7 +1482,7 @@ gs_beyond_nominal(const GsCluster *c, const GsJob *j, int pool)
 		int			at,
 					res;
 
-		return !tree_within_nominal(c, j->tix, pool, d, &at, &res);
+		return !tree_within_nominal(c, j->tix, pool, d, &at, &res, NULL);
 	}
 	return !within_nominal(&c->quotas[j->tix * c->npools + pool], d);
 }

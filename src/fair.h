@@ -13,6 +13,8 @@ extern uint64_t gs_eligible_pools(const GsCluster *c, const GsJob *j);
 
 /* Pools where the whole gang stays within its team's nominal quota. */
 extern uint64_t gs_guaranteed_pools(const GsCluster *c, const GsJob *j);
+extern uint64_t gs_tree_guaranteed_pools(const GsCluster *c, const GsJob *j, double *slack);
+extern double *gs_tree_growth(GsCluster *c);
 
 /*
  * Pools where the gang may run as borrowed work: preemptible, within the

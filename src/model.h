@@ -30,6 +30,7 @@
  */
 #define GS_EPS			1e-9
 #define GS_SHARE_EPS	1e-12
+#define GS_TREE_SLACK_DEPTH 8	/* path levels gs_tree_guaranteed_pools reports slack for */
 #define GS_COST_EPS		1e-6
 /*
  * A device slice's slot in gangsched.held_slots: device * 8 + slice. The SQL
@@ -144,6 +145,8 @@ typedef struct GsCluster
 	int32_t    *roots;			/* the top-level teams, by id */
 	/* team trees: caches of fair.c, filled on first need (NULL until then) */
 	uint64_t	use_version;	/* bumped by every change of a team's use */
+	double	   *use_growth;		/* [team][GS_NRES]: every increase of its subtree's use (tree_add) */
+	uint64_t	use_drops;		/* bumped by every decrease of a team's use */
 	double	   *held_cache;		/* [pool][team][GS_NRES]: what each subtree holds back */
 	uint64_t   *held_version;	/* [pool]: use_version held_cache[pool] was computed at */
 	int8_t	   *pool_lends;		/* [pool]: 1 when some team has a lending limit there, -1 unknown */

@@ -59,6 +59,10 @@ struct GsOrder
 	int		   *cache_phase;
 	GsJob	  **cache_job;
 	double	   *cache_share;
+	/* trees, phase 1: what the cached candidate's pools survive (gs_tree_guaranteed_pools) */
+	double	   *cache_slack;	/* [nq][GS_TREE_SLACK_DEPTH][GS_NRES], by level of its path */
+	double	   *cache_growth;	/* the same: each level's use_growth then */
+	uint64_t   *cache_drops;	/* [nq]: the cluster's use_drops then */
 	uint64		version;		/* bumped by every placement */
 	/* team shares for the 'ahead' count, by version */
 	uint64	   *share_version;
@@ -219,6 +223,9 @@ gs_order_begin(GsState *st, const GsOrderSettings *set)
 	o->cache_phase = palloc0(sizeof(int) * o->nq);
 	o->cache_job = palloc0(sizeof(GsJob *) * o->nq);
 	o->cache_share = palloc0(sizeof(double) * o->nq);
+	o->cache_slack = palloc0(sizeof(double) * GS_TREE_SLACK_DEPTH * GS_NRES * o->nq);
+	o->cache_growth = palloc0(sizeof(double) * GS_TREE_SLACK_DEPTH * GS_NRES * o->nq);
+	o->cache_drops = palloc0(sizeof(uint64_t) * o->nq);
 	o->share_version = palloc(sizeof(uint64) * o->nq);
 	o->share = palloc0(sizeof(double) * o->nq);
 	for (i = 0; i < o->nq; i++)
@@ -278,7 +285,10 @@ tried(GsOrder *o, GsJob *j)
 	o->current = j;
 }
 
-/* Team t's next phase-1 candidate, deferring those beyond nominal quota. */
+/*
+ * Team t's next phase-1 candidate, deferring those beyond nominal quota.
+ * Trees: the candidate's slack goes to the cache (leaf_candidate).
+ */
 static GsJob *
 peek_guaranteed(GsOrder *o, int t)
 {
@@ -295,7 +305,20 @@ peek_guaranteed(GsOrder *o, int t)
 			q->cur++;
 			continue;
 		}
-		m = gs_guaranteed_pools(c, j);
+		if (c->tree && t < c->nteams)
+		{
+			const double *g = gs_tree_growth(c);
+			double	   *snap = &o->cache_growth[(size_t) t * GS_TREE_SLACK_DEPTH * GS_NRES];
+			int			a,
+						k;
+
+			m = gs_tree_guaranteed_pools(c, j, &o->cache_slack[(size_t) t * GS_TREE_SLACK_DEPTH * GS_NRES]);
+			for (a = t, k = 0; a >= 0 && k < GS_TREE_SLACK_DEPTH; a = c->teams[a].parent, k++)
+				memcpy(&snap[k * GS_NRES], &g[a * GS_NRES], sizeof(double) * GS_NRES);
+			o->cache_drops[t] = c->use_drops;
+		}
+		else
+			m = gs_guaranteed_pools(c, j);
 		if (m != 0)
 		{
 			j->pool_mask = m;
@@ -415,6 +438,40 @@ leaf_candidate(GsOrder *o, int t)
 
 	if (o->cache_version[t] == o->version && o->cache_phase[t] == o->phase)
 		return o->cache_job[t];
+	/*
+	 * Phase 1: placements since (use only grew) left the candidate's pools
+	 * as they were while each level of its path grew by less than that
+	 * level's slack (fair.c, gs_tree_guaranteed_pools); no candidate stays
+	 * none. Otherwise, or once it was taken (cache_version UINT64_MAX),
+	 * look again.
+	 */
+	if (o->phase == 1 && o->cache_phase[t] == 1 && o->cache_version[t] != UINT64_MAX &&
+		t < o->st->cluster->nteams)
+	{
+		GsCluster  *c = o->st->cluster;
+		bool		same = true;
+		int			r;
+
+		if (o->cache_job[t] != NULL)
+		{
+			const double *g = gs_tree_growth(c);
+			const double *snap = &o->cache_growth[(size_t) t * GS_TREE_SLACK_DEPTH * GS_NRES],
+					   *sl = &o->cache_slack[(size_t) t * GS_TREE_SLACK_DEPTH * GS_NRES];
+			int			a,
+						k;
+
+			/* a path deeper than the slack kept: always look again */
+			same = o->cache_drops[t] == c->use_drops && c->teams[t].depth < GS_TREE_SLACK_DEPTH;
+			for (a = t, k = 0; a >= 0 && same; a = c->teams[a].parent, k++)
+				for (r = 0; r < GS_NRES && same; r++)
+					same = g[a * GS_NRES + r] - snap[k * GS_NRES + r] < sl[k * GS_NRES + r] - 1e-6;
+		}
+		if (same)
+		{
+			o->cache_version[t] = o->version;
+			return o->cache_job[t];
+		}
+	}
 	j = (o->phase == 1) ? peek_guaranteed(o, t) : peek_borrowing(o, t);
 	o->cache_job[t] = j;
 	o->cache_version[t] = o->version;
