@@ -1054,11 +1054,13 @@ gs_tree_limits(const GsCluster *c, double *limit)
  * pools) or, when larger, pool by pool (the sum over its pools of nominal
  * less lending limit less pool demand: idle quota in a pool its demand may
  * not use stays idle). Both are lower bounds of what stays idle wherever
- * the demand runs.
+ * the demand runs. extra[team][GS_NRES] gets how much the pool-by-pool
+ * amount exceeds the other: idle quota the subtree's own demand may not use
+ * either.
  */
 static bool
 tree_nominals(const GsCluster *c, const double *dsub, const double *pdsub,
-			  double *nom, double *lend, double *own, bool *hasq)
+			  double *nom, double *lend, double *own, double *extra, bool *hasq)
 {
 	bool		any = false;
 	int			t,
@@ -1104,6 +1106,7 @@ tree_nominals(const GsCluster *c, const double *dsub, const double *pdsub,
 				}
 			}
 			own[t * GS_NRES + r] = gov ? Max(tot - dsub[t * GS_NRES + r] - ln, kept) : 0;
+			extra[t * GS_NRES + r] = gov ? Max(kept - Max(tot - dsub[t * GS_NRES + r] - ln, 0), 0) : 0;
 			if (gov && pdsub != NULL && use < Min(tot, dsub[t * GS_NRES + r]) - GS_EPS)
 				tot = use;
 			nom[t * GS_NRES + r] = gov ? tot : -1;
@@ -1161,6 +1164,7 @@ gs_tree_fair_shares(const GsCluster *c, const double *demand, const double *pdem
 			   *nom,
 			   *lend,
 			   *ownheld,
+			   *extra,
 			   *dsub,
 			   *pdsub = NULL,
 			   *X,
@@ -1209,7 +1213,8 @@ gs_tree_fair_shares(const GsCluster *c, const double *demand, const double *pdem
 	nom = palloc(sizeof(double) * GS_NRES * N);
 	lend = palloc(sizeof(double) * GS_NRES * N);
 	ownheld = palloc(sizeof(double) * GS_NRES * N);
-	if (!tree_nominals(c, dsub, pdsub, nom, lend, ownheld, hasq))
+	extra = palloc(sizeof(double) * GS_NRES * N);
+	if (!tree_nominals(c, dsub, pdsub, nom, lend, ownheld, extra, hasq))
 	{
 		gs_hdrf(n, parent, weight, demand, limit, c->capacity, alloc);
 		goto done;
@@ -1290,7 +1295,22 @@ gs_tree_fair_shares(const GsCluster *c, const double *demand, const double *pdem
 			avail = palloc(sizeof(double) * GS_NRES * N);
 			for (t = 0; t < n; t++)
 				for (r = 0; r < GS_NRES; r++)
-					avail[t * GS_NRES + r] = c->capacity[r] > 0 ? 1 - off[t * GS_NRES + r] / c->capacity[r] : 1;
+				{
+					double		o = off[t * GS_NRES + r],
+								mine = 0;
+					int			a;
+
+					/*
+					 * idle quota on t's own path kept back in a pool its
+					 * demand may not use: not there for t either (the
+					 * larger of that and off, a lower bound of both)
+					 */
+					for (a = t; a >= 0; a = parent[a])
+						mine = Max(mine, extra[a * GS_NRES + r]);
+					if (mine > 0 && mine > o)
+						o = mine;
+					avail[t * GS_NRES + r] = c->capacity[r] > 0 ? 1 - o / c->capacity[r] : 1;
+				}
 			pfree(kids);
 		}
 	}
