@@ -86,13 +86,13 @@ LANGUAGE sql AS $$
 /* 1. A nominal quota in a pool the team's jobs may not use            */
 /* ================================================================== */
 
--- l (1) has nominal 40 in pool a and no quota in b; o (1) has no quota.
+-- l (1) has nominal 40 in pool a and no quota in b; o (3) has no quota.
 -- o's 100 jobs may run anywhere, l's 100 only in b. Counted over both
 -- pools l's 40 would be a floor (l 40, o 80), but none of l's jobs may
--- use pool a: no floor, l and o split 60 / 60 (l all of b, o all of a).
+-- use pool a: no floor, l and o split 1:3, l 30 (in b) and o 90.
 SELECT pg_temp.fresh(15);
 SELECT gangsched.add_team('all', 1);
-SELECT gangsched.add_team('l', 1, 'all'), gangsched.add_team('o', 1, 'all');
+SELECT gangsched.add_team('l', 1, 'all'), gangsched.add_team('o', 3, 'all');
 SELECT gangsched.set_quota('l', 'a', 40);
 SELECT pg_temp.jobs('o', 100);
 SELECT pg_temp.settle(5) AS rounds;
