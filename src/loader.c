@@ -1313,7 +1313,8 @@ gs_load_running(GsState *st)
  * jobs) plus its pending jobs outside a dependency wait. A round does not
  * count pending jobs whose queue timeout passed; the view does until they
  * expire. Inner teams' own demand is not counted (live jobs are only in
- * leaves, invariant 9).
+ * leaves, invariant 9). With several pools the same demand per pool goes
+ * with it (quotas count per pool, fair.h), as a round's fair_level passes.
  */
 PG_FUNCTION_INFO_V1(gs_fair_shares_sql);
 Datum
