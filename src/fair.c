@@ -1066,9 +1066,29 @@ gs_tree_limits(const GsCluster *c, double *limit)
  * capacity; -1 when no quota row governs it: no row, or 'Infinity' in one)
  * and the part of it it may lend (a pool's lending limit, all of it when
  * none).
+ *
+ * With the demand per pool (pdsub[team][pool][GS_NRES], each subtree's:
+ * what it holds in the pool plus its pending work eligible for it; NULL
+ * when not known, one pool), quotas count per pool, as the rounds enforce
+ * them: a pool's nominal amount is guaranteed only to the demand that may
+ * use that pool. Where the sum over the pools of min(nominal, capacity,
+ * pool demand) falls short of min(nominal, demand) (dsub, the subtree's
+ * demand), that sum is the team's nominal amount; otherwise the floors come
+ * out the same and the nominal amount is left as it is (with one pool, or
+ * every pool's demand covering its nominal, always), so the arithmetic is
+ * today's. own[team][GS_NRES] gets what the team's own quotas keep back
+ * from teams outside its subtree: its idle nominal beyond what it lends,
+ * over all its pools (nominal less demand less lending limit, as without
+ * pools) or, when larger, pool by pool (the sum over its pools of nominal
+ * less lending limit less pool demand: idle quota in a pool its demand may
+ * not use stays idle). Both are lower bounds of what stays idle wherever
+ * the demand runs. extra[team][GS_NRES] gets how much the pool-by-pool
+ * amount exceeds the other: idle quota the subtree's own demand may not use
+ * either.
  */
 static bool
-tree_nominals(const GsCluster *c, double *nom, double *lend, bool *hasq)
+tree_nominals(const GsCluster *c, const double *dsub, const double *pdsub,
+			  double *nom, double *lend, double *own, double *extra, bool *hasq)
 {
 	bool		any = false;
 	int			t,
@@ -1084,7 +1104,9 @@ tree_nominals(const GsCluster *c, double *nom, double *lend, bool *hasq)
 		for (r = 0; r < GS_NRES; r++)
 		{
 			double		tot = 0,
-						ln = 0;
+						ln = 0,
+						use = 0,
+						kept = 0;
 			bool		gov = hasq[t];
 
 			for (p = 0; p < c->npools && gov; p++)
@@ -1102,7 +1124,19 @@ tree_nominals(const GsCluster *c, double *nom, double *lend, bool *hasq)
 				nm = Min(q->nominal[r], Max(c->pools[p].capacity[r], 0));
 				tot += nm;
 				ln += q->lend[r] >= 0 ? Min(q->lend[r], nm) : nm;
+				if (pdsub != NULL)
+				{
+					double		pd = pdsub[(t * c->npools + p) * GS_NRES + r];
+
+					use += Min(nm, pd);
+					if (q->lend[r] >= 0)
+						kept += Max(0, nm - Min(q->lend[r], nm) - pd);
+				}
 			}
+			own[t * GS_NRES + r] = gov ? Max(tot - dsub[t * GS_NRES + r] - ln, kept) : 0;
+			extra[t * GS_NRES + r] = gov ? Max(kept - Max(tot - dsub[t * GS_NRES + r] - ln, 0), 0) : 0;
+			if (gov && pdsub != NULL && use < Min(tot, dsub[t * GS_NRES + r]) - GS_EPS)
+				tot = use;
 			nom[t * GS_NRES + r] = gov ? tot : -1;
 			lend[t * GS_NRES + r] = gov ? ln : -1;
 		}
@@ -1132,11 +1166,15 @@ leaf_amounts(const double *demand, double X, double x, double *out)
  *    guaranteed work what its nominal leaves over after the quotas carved
  *    out below it), then the whole subtree, less what its children keep
  *    back (2.), by H-DRF among its members still asking, from where they
- *    stand.
+ *    stand. With pdemand (leaves' demand per pool, [team][pool][GS_NRES]:
+ *    what each holds in the pool plus its pending work eligible for it;
+ *    NULL: not per pool), a nominal amount counts only as far as the
+ *    demand that may use its pool reaches (tree_nominals).
  * 2. Lending limits. What a subtree keeps back from teams outside it (its
- *    idle nominal, nominal less demand, beyond what it lends; the larger of
- *    that and what its children keep back) is not there for the leaves
- *    off its path (computed first: it depends on demands alone).
+ *    idle nominal, nominal less demand, beyond what it lends, or pool by
+ *    pool when larger; the larger of that and what its children keep
+ *    back) is not there for the leaves off its path (computed first: it
+ *    depends on demands alone).
  * 3. H-DRF from the floors over the whole cluster, borrowing limits
  *    capping as before: a team above the level keeps its floor, the level
  *    rises among the others until it reaches it.
@@ -1144,7 +1182,7 @@ leaf_amounts(const double *demand, double X, double x, double *out)
  * Without any quota row this is gs_hdrf, bit for bit.
  */
 void
-gs_tree_fair_shares(const GsCluster *c, const double *demand, double *alloc)
+gs_tree_fair_shares(const GsCluster *c, const double *demand, const double *pdemand, double *alloc)
 {
 	int			n = c->nteams,
 				N = Max(n, 1);
@@ -1153,7 +1191,10 @@ gs_tree_fair_shares(const GsCluster *c, const double *demand, double *alloc)
 			   *limit = palloc(sizeof(double) * GS_NRES * N),
 			   *nom,
 			   *lend,
+			   *ownheld,
+			   *extra,
 			   *dsub,
+			   *pdsub = NULL,
 			   *X,
 			   *x,
 			   *lim2,
@@ -1175,16 +1216,39 @@ gs_tree_fair_shares(const GsCluster *c, const double *demand, double *alloc)
 		weight[t] = c->teams[t].weight > 0 ? c->teams[t].weight : 1;
 	}
 	gs_tree_limits(c, limit);
+
+	/* subtree demand, in all and (with pdemand) per pool */
+	dsub = palloc0(sizeof(double) * GS_NRES * N);
+	if (pdemand != NULL)
+		pdsub = palloc0(sizeof(double) * GS_NRES * N * Max(c->npools, 1));
+	for (t = 0; t < n; t++)
+	{
+		int			a,
+					p;
+
+		if (c->teams[t].nchildren > 0)
+			continue;
+		for (a = t; a >= 0; a = parent[a])
+		{
+			for (r = 0; r < GS_NRES; r++)
+				dsub[a * GS_NRES + r] += demand[t * GS_NRES + r];
+			if (pdsub != NULL)
+				for (p = 0; p < c->npools; p++)
+					for (r = 0; r < GS_NRES; r++)
+						pdsub[(a * c->npools + p) * GS_NRES + r] += pdemand[(t * c->npools + p) * GS_NRES + r];
+		}
+	}
 	nom = palloc(sizeof(double) * GS_NRES * N);
 	lend = palloc(sizeof(double) * GS_NRES * N);
-	if (!tree_nominals(c, nom, lend, hasq))
+	ownheld = palloc(sizeof(double) * GS_NRES * N);
+	extra = palloc(sizeof(double) * GS_NRES * N);
+	if (!tree_nominals(c, dsub, pdsub, nom, lend, ownheld, extra, hasq))
 	{
 		gs_hdrf(n, parent, weight, demand, limit, c->capacity, alloc);
 		goto done;
 	}
 
-	/* subtree demand; each leaf's dominant demand X; nearest quota row up */
-	dsub = palloc0(sizeof(double) * GS_NRES * N);
+	/* each leaf's dominant demand X; nearest quota row up */
 	X = palloc0(sizeof(double) * N);
 	x = palloc0(sizeof(double) * N);
 	qa = palloc(sizeof(int) * N);
@@ -1198,9 +1262,6 @@ gs_tree_fair_shares(const GsCluster *c, const double *demand, double *alloc)
 		for (r = 0; r < GS_NRES; r++)
 			if (c->capacity[r] > 0)
 				X[t] = Max(X[t], demand[t * GS_NRES + r] / c->capacity[r]);
-		for (a = t; a >= 0; a = parent[a])
-			for (r = 0; r < GS_NRES; r++)
-				dsub[a * GS_NRES + r] += demand[t * GS_NRES + r];
 		qa[t] = -1;
 		for (a = t; a >= 0 && qa[t] < 0; a = parent[a])
 			if (hasq[a])
@@ -1222,11 +1283,7 @@ gs_tree_fair_shares(const GsCluster *c, const double *demand, double *alloc)
 				for (r = 0; r < GS_NRES; r++)
 				{
 					if (hasq[t] && nom[t * GS_NRES + r] >= 0)
-					{
-						double		own = nom[t * GS_NRES + r] - dsub[t * GS_NRES + r] - lend[t * GS_NRES + r];
-
-						held[t * GS_NRES + r] = Max(held[t * GS_NRES + r], own);
-					}
+						held[t * GS_NRES + r] = Max(held[t * GS_NRES + r], ownheld[t * GS_NRES + r]);
 					if (held[t * GS_NRES + r] > 0)
 					{
 						anyheld = true;
@@ -1266,7 +1323,22 @@ gs_tree_fair_shares(const GsCluster *c, const double *demand, double *alloc)
 			avail = palloc(sizeof(double) * GS_NRES * N);
 			for (t = 0; t < n; t++)
 				for (r = 0; r < GS_NRES; r++)
-					avail[t * GS_NRES + r] = c->capacity[r] > 0 ? 1 - off[t * GS_NRES + r] / c->capacity[r] : 1;
+				{
+					double		o = off[t * GS_NRES + r],
+								mine = 0;
+					int			a;
+
+					/*
+					 * idle quota on t's own path kept back in a pool its
+					 * demand may not use: not there for t either (the
+					 * larger of that and off, a lower bound of both)
+					 */
+					for (a = t; a >= 0; a = parent[a])
+						mine = Max(mine, extra[a * GS_NRES + r]);
+					if (mine > 0 && mine > o)
+						o = mine;
+					avail[t * GS_NRES + r] = c->capacity[r] > 0 ? 1 - o / c->capacity[r] : 1;
+				}
 			pfree(kids);
 		}
 	}

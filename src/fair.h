@@ -75,8 +75,16 @@ extern void gs_hdrf(int n, const int32_t *parent, const double *weight, const do
 /* Each team's limit per resource from its quotas (borrowing limits), < 0 none (gs_hdrf's limit). */
 extern void gs_tree_limits(const GsCluster *c, double *limit);
 
-/* gs_hdrf over the cluster's tree, weights and quotas: alloc[t][GS_NRES]. */
-extern void gs_tree_fair_shares(const GsCluster *c, const double *demand, double *alloc);
+/*
+ * gs_hdrf over the cluster's tree, weights and quotas: alloc[t][GS_NRES].
+ * pdemand[t][pool][GS_NRES], when not NULL, is each leaf's demand per pool
+ * (what it holds there plus its pending work eligible for it, a job
+ * eligible for several pools counted in each): quotas then count per pool,
+ * a pool's nominal amount only as far as that demand reaches. The view and
+ * the rounds pass it alike (NULL with one pool).
+ */
+extern void gs_tree_fair_shares(const GsCluster *c, const double *demand, const double *pdemand,
+								double *alloc);
 
 /* An allocation's dominant share of the cluster (max over resources of amount / capacity). */
 extern double gs_alloc_share(const GsCluster *c, const double *a);

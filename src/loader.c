@@ -1313,7 +1313,8 @@ gs_load_running(GsState *st)
  * jobs) plus its pending jobs outside a dependency wait. A round does not
  * count pending jobs whose queue timeout passed; the view does until they
  * expire. Inner teams' own demand is not counted (live jobs are only in
- * leaves, invariant 9).
+ * leaves, invariant 9). With several pools the same demand per pool goes
+ * with it (quotas count per pool, fair.h), as a round's fair_level passes.
  */
 PG_FUNCTION_INFO_V1(gs_fair_shares_sql);
 Datum
@@ -1324,6 +1325,7 @@ gs_fair_shares_sql(PG_FUNCTION_ARGS)
 	GsCluster  *c = palloc0(sizeof(GsCluster));
 	IdIndex		teams;
 	double	   *demand,
+			   *pdemand = NULL,
 			   *alloc;
 	int			save_nestlevel,
 				i,
@@ -1397,7 +1399,69 @@ gs_fair_shares_sql(PG_FUNCTION_ARGS)
 		for (k = 0; k < GS_NRES; k++)
 			demand[ti * GS_NRES + k] += col_float(i, 2 + k, 0);
 	}
-	gs_tree_fair_shares(c, demand, alloc);
+
+	/*
+	 * With several pools, the same demand per pool (fair.h): what each team
+	 * holds in each pool, and its pending jobs in every pool they are
+	 * eligible for (gs_eligible_pools, as a round counts them).
+	 */
+	if (c->npools > 1)
+	{
+		pdemand = palloc0(sizeof(double) * GS_NRES * Max(c->nteams, 1) * c->npools);
+		run("SELECT a.team_id, n.pool_id, false, false, pg_catalog.sum(a.gpus)::pg_catalog.float8,"
+			"       pg_catalog.sum(a.cpus)::pg_catalog.float8, pg_catalog.sum(a.mem_gb)::pg_catalog.float8,"
+			"       pg_catalog.sum(a.net_gbps)::pg_catalog.float8"
+			"  FROM gangsched.allocations a JOIN gangsched.nodes n ON n.id OPERATOR(pg_catalog.=) a.node_id"
+			" WHERE pg_catalog.upper_inf(a.during)"
+			"   AND NOT EXISTS (SELECT FROM gangsched.gangs g WHERE g.id OPERATOR(pg_catalog.=) a.job"
+			"                     AND g.state OPERATOR(pg_catalog.=) 'preempting' AND g.preempted_for IS NOT NULL)"
+			" GROUP BY a.team_id, n.pool_id"
+			" UNION ALL"
+			" SELECT g.team_id, n.pool_id, false, false, pg_catalog.sum(g.f_gpus), pg_catalog.sum(h.cpus)::pg_catalog.float8,"
+			"        pg_catalog.sum(h.mem_gb)::pg_catalog.float8, pg_catalog.sum(h.net_gbps)::pg_catalog.float8"
+			"   FROM gangsched.holds h JOIN gangsched.gangs g ON g.id OPERATOR(pg_catalog.=) h.job"
+			"   JOIN gangsched.nodes n ON n.id OPERATOR(pg_catalog.=) h.node_id"
+			"  GROUP BY g.team_id, n.pool_id"
+			" UNION ALL"
+			" SELECT g.team_id, g.pool_id, true, g.preemptible,"
+			"        pg_catalog.sum(g.workers OPERATOR(pg_catalog.*) g.f_gpus),"
+			"        pg_catalog.sum(g.workers OPERATOR(pg_catalog.*) g.f_cpus),"
+			"        pg_catalog.sum(g.workers OPERATOR(pg_catalog.*) g.f_mem_gb),"
+			"        pg_catalog.sum(g.workers OPERATOR(pg_catalog.*) g.f_net_gbps)"
+			"   FROM gangsched.gangs g"
+			"  WHERE g.state OPERATOR(pg_catalog.=) 'pending' AND g.waiting_for IS NULL"
+			"  GROUP BY g.team_id, g.pool_id, g.preemptible", SPI_OK_SELECT);
+		for (i = 0; i < (int) SPI_processed; i++)
+		{
+			int			ti = id_lookup(&teams, col_int(i, 1, 0));
+			bool		isnull;
+			Datum		pid = col(i, 2, &isnull);
+			uint64_t	elig;
+			int			p;
+
+			if (ti < 0 || c->teams[ti].nchildren > 0)
+				continue;
+			if (col_bool(i, 3))
+			{
+				GsJob		j;
+
+				memset(&j, 0, sizeof(j));
+				j.pool = isnull ? -1 : pool_index(c, DatumGetInt32(pid), -2);
+				j.preemptible = col_bool(i, 4);
+				elig = gs_eligible_pools(c, &j);
+			}
+			else
+			{
+				p = isnull ? -1 : pool_index(c, DatumGetInt32(pid), -1);
+				elig = (p >= 0 && p < GS_MAX_POOLS) ? UINT64_C(1) << p : 0;
+			}
+			for (p = 0; p < c->npools && p < GS_MAX_POOLS; p++)
+				if (elig & (UINT64_C(1) << p))
+					for (k = 0; k < GS_NRES; k++)
+						pdemand[(ti * c->npools + p) * GS_NRES + k] += col_float(i, 5 + k, 0);
+		}
+	}
+	gs_tree_fair_shares(c, demand, pdemand, alloc);
 	for (i = 0; i < c->nteams; i++)
 	{
 		Datum		v[6];

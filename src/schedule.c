@@ -675,7 +675,8 @@ static double
 fair_level(GsState *st, double **levels)
 {
 	GsCluster  *c = st->cluster;
-	double	   *demand = palloc0(sizeof(double) * GS_NRES * Max(c->nteams, 1));
+	double	   *demand = palloc0(sizeof(double) * GS_NRES * Max(c->nteams, 1)),
+			   *pdemand = NULL;
 	double		level;
 	int			t,
 				i;
@@ -693,6 +694,25 @@ fair_level(GsState *st, double **levels)
 			if (c->teams[t].parent >= 0)
 				for (i = 0; i < GS_NRES; i++)
 					demand[c->teams[t].parent * GS_NRES + i] -= c->teams[t].used[i];
+
+		/*
+		 * with several pools, each leaf's demand per pool too: its use
+		 * there (a leaf's quota use is its own) and its pending work
+		 * eligible for it (the view's, src/loader.c, alike)
+		 */
+		if (c->npools > 1)
+		{
+			pdemand = palloc0(sizeof(double) * GS_NRES * Max(c->nteams, 1) * c->npools);
+			for (t = 0; t < c->nteams; t++)
+				if (c->teams[t].nchildren == 0)
+				{
+					int			p;
+
+					for (p = 0; p < c->npools; p++)
+						memcpy(&pdemand[(t * c->npools + p) * GS_NRES],
+							   c->quotas[t * c->npools + p].used, sizeof(double) * GS_NRES);
+				}
+		}
 	}
 	for (i = 0; i < st->njobs; i++)
 	{
@@ -704,6 +724,22 @@ fair_level(GsState *st, double **levels)
 		demand[j->tix * GS_NRES + GS_CPU] += j->cpus * j->workers;
 		demand[j->tix * GS_NRES + GS_MEM] += j->mem * j->workers;
 		demand[j->tix * GS_NRES + GS_NET] += j->net * j->workers;
+		if (pdemand != NULL)
+		{
+			uint64_t	elig = gs_eligible_pools(c, j);
+			int			p;
+
+			for (p = 0; p < c->npools && p < GS_MAX_POOLS; p++)
+				if (elig & (UINT64_C(1) << p))
+				{
+					double	   *pd = &pdemand[(j->tix * c->npools + p) * GS_NRES];
+
+					pd[GS_GPU] += j->gpus * j->workers;
+					pd[GS_CPU] += j->cpus * j->workers;
+					pd[GS_MEM] += j->mem * j->workers;
+					pd[GS_NET] += j->net * j->workers;
+				}
+		}
 	}
 	if (c->tree)
 	{
@@ -712,12 +748,14 @@ fair_level(GsState *st, double **levels)
 		 * (fair.h); the flat level is not used
 		 */
 		*levels = palloc0(sizeof(double) * GS_NRES * Max(c->nteams, 1));
-		gs_tree_fair_shares(c, demand, *levels);
+		gs_tree_fair_shares(c, demand, pdemand, *levels);
 		level = 1e300;
 	}
 	else
 		level = gs_fair_level(c, demand);
 	pfree(demand);
+	if (pdemand != NULL)
+		pfree(pdemand);
 	return level;
 }
 
