@@ -12,7 +12,8 @@
 # lib/ relative to their bin/), so each revision is built with that copy's
 # pg_config and `make install`ed into it. Two throwaway clusters (ports
 # $GS_CMP_PORT_A / $GS_CMP_PORT_B) run as postgres with fsync off,
-# synchronous_commit off, gangsched preloaded and its worker switched off
+# synchronous_commit off and full_page_writes off (--durable: all three on,
+# as a production server runs), gangsched preloaded and its worker switched off
 # (gangsched.enabled = off: no round of the worker races the benchmark).
 #
 # Then bench/run.sh from B's tree (the newer one, a superset) runs against A
@@ -34,7 +35,7 @@
 set -euo pipefail
 
 SRC=$(cd "$(dirname "$0")/.." && pwd)
-BASE=3981bc7 NEW=HEAD REPS=6 QUICK=0 BENCH_DIR=""
+BASE=3981bc7 NEW=HEAD REPS=6 QUICK=0 BENCH_DIR="" DURABLE=off
 ROOT=${GS_CMP_DIR:-/tmp/gs-cmp}
 PORT_A=${GS_CMP_PORT_A:-54391} PORT_B=${GS_CMP_PORT_B:-54392}
 PG_LIB=/usr/lib/postgresql/15 PG_SHARE=/usr/share/postgresql/15 PG_INC=/usr/include/postgresql
@@ -51,6 +52,7 @@ usage: bash bench/compare.sh [options] [-- bench/run.sh options]
   --base REV     revision A [$BASE]
   --new REV      revision B [$NEW]
   --reps N       repetitions, each one bench/run.sh per build, alternating [$REPS]
+  --durable      fsync, synchronous_commit and full_page_writes on (default: off)
   --quick        3 repetitions of a smaller run.sh (about 2 minutes instead of 9)
   --bench DIR    take run.sh from DIR instead of B's tree
   --args-a "..." run.sh options for A only (e.g. --teams 10), after the common ones
@@ -66,6 +68,7 @@ while [ $# -gt 0 ]; do
     --new) NEW=$2; shift ;;
     --reps) REPS=$2; reps_set=1; shift ;;
     --quick) QUICK=1 ;;
+    --durable) DURABLE=on ;;
     --bench) BENCH_DIR=$(cd "$2" && pwd); shift ;;
     --args-a) read -r -a SIDE_ARGS_A <<<"$2"; shift ;;
     --args-b) read -r -a SIDE_ARGS_B <<<"$2"; shift ;;
@@ -156,9 +159,9 @@ start_side() {
 listen_addresses = ''
 unix_socket_directories = '$d'
 port = $(port "$s")
-fsync = off
-synchronous_commit = off
-full_page_writes = off
+fsync = $DURABLE
+synchronous_commit = $DURABLE
+full_page_writes = $DURABLE
 max_locks_per_transaction = 256
 shared_preload_libraries = '$pre'
 gangsched.database = 'postgres'

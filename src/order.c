@@ -77,6 +77,18 @@ struct GsOrder
 	int		   *pick_phase;
 	GsJob	  **pick_job;
 	int		   *pick_leaf;
+	/*
+	 * Trees, phase 1: what an inner team's pick survives without a look
+	 * below it (subtree_pick). touched: the version of the last placement
+	 * in a team's subtree; pick_drops: the cluster's use_drops when the
+	 * pick was made; pick_thr[t][d][r]: the least use_growth of t's
+	 * ancestor at depth d (< t's depth) at which a cached candidate below t
+	 * has to be looked at again (its snapshot plus its slack at that level).
+	 */
+	uint64	   *touched;
+	uint64_t   *pick_drops;
+	double	   *pick_thr;
+	uint64_t   *share_drops;	/* trees: the cluster's use_drops when share[t] was taken */
 };
 
 static int
@@ -246,6 +258,10 @@ gs_order_begin(GsState *st, const GsOrderSettings *set)
 		o->pick_leaf = palloc0(sizeof(int) * o->nq);
 		for (i = 0; i < o->nq; i++)
 			o->pick_version[i] = UINT64_MAX;
+		o->touched = palloc0(sizeof(uint64) * o->nq);
+		o->pick_drops = palloc0(sizeof(uint64_t) * o->nq);
+		o->pick_thr = palloc(sizeof(double) * GS_TREE_SLACK_DEPTH * GS_NRES * o->nq);
+		o->share_drops = palloc0(sizeof(uint64_t) * o->nq);
 	}
 	for (i = 0; i < n; i++)
 	{
@@ -420,9 +436,27 @@ peek_borrowing(GsOrder *o, int t)
 static double
 team_share(GsOrder *o, int t)
 {
+	GsCluster  *c = o->st->cluster;
+
+	/*
+	 * Trees: a subtree's use changes only with a placement inside it
+	 * (touched) or a victim's release (use_drops), so a share taken since
+	 * stays right; flat teams: by version, as always.
+	 */
+	if (c->tree && t < c->nteams)
+	{
+		if (o->share_version[t] == UINT64_MAX || o->share_version[t] < o->touched[t] ||
+			o->share_drops[t] != c->use_drops)
+		{
+			o->share[t] = gs_dominant_share(c, t);
+			o->share_version[t] = o->version;
+			o->share_drops[t] = c->use_drops;
+		}
+		return o->share[t];
+	}
 	if (o->share_version[t] != o->version)
 	{
-		o->share[t] = gs_dominant_share(o->st->cluster, t);
+		o->share[t] = gs_dominant_share(c, t);
 		o->share_version[t] = o->version;
 	}
 	return o->share[t];
@@ -481,6 +515,72 @@ leaf_candidate(GsOrder *o, int t)
 
 static GsJob *set_pick(GsOrder *o, const int32_t *mem, int n, bool unknown, int *leaf);
 
+/*
+ * Phase 1, after inner team t's pick was made: for each ancestor depth d,
+ * the least growth of that ancestor at which some cached candidate below t
+ * is to be looked at again (leaf_candidate: its growth snapshot at that
+ * level plus its slack there). A leaf without a candidate constrains
+ * nothing (none stays none while use only grows); a leaf too deep for its
+ * slack to be kept forbids reuse (-1e300).
+ */
+static void
+pick_thresholds(GsOrder *o, int t)
+{
+	GsCluster  *c = o->st->cluster;
+	const GsTeam *tm = &c->teams[t];
+	double	   *thr = &o->pick_thr[(size_t) t * GS_TREE_SLACK_DEPTH * GS_NRES];
+	int			k,
+				d,
+				r,
+				dt = tm->depth;
+
+	o->pick_drops[t] = c->use_drops;
+	if (dt >= GS_TREE_SLACK_DEPTH)
+		return;
+	for (d = 0; d < dt; d++)
+		for (r = 0; r < GS_NRES; r++)
+			thr[d * GS_NRES + r] = 1e300;
+	for (k = 0; k < tm->nchildren; k++)
+	{
+		int			ch = tm->children[k];
+		const GsTeam *cm = &c->teams[ch];
+
+		if (cm->nchildren > 0)
+		{
+			const double *cthr = &o->pick_thr[(size_t) ch * GS_TREE_SLACK_DEPTH * GS_NRES];
+
+			if (cm->depth >= GS_TREE_SLACK_DEPTH)
+			{
+				for (d = 0; d < dt * GS_NRES; d++)
+					thr[d] = -1e300;
+				return;
+			}
+			for (d = 0; d < dt * GS_NRES; d++)
+				thr[d] = Min(thr[d], cthr[d]);
+		}
+		else if (o->cache_job[ch] != NULL)
+		{
+			const double *snap = &o->cache_growth[(size_t) ch * GS_TREE_SLACK_DEPTH * GS_NRES],
+					   *sl = &o->cache_slack[(size_t) ch * GS_TREE_SLACK_DEPTH * GS_NRES];
+
+			if (cm->depth >= GS_TREE_SLACK_DEPTH)
+			{
+				for (d = 0; d < dt * GS_NRES; d++)
+					thr[d] = -1e300;
+				return;
+			}
+			for (d = 0; d < dt; d++)
+			{
+				int			lv = cm->depth - d; /* the ancestor's level on the leaf's path */
+
+				for (r = 0; r < GS_NRES; r++)
+					thr[d * GS_NRES + r] = Min(thr[d * GS_NRES + r],
+											   snap[lv * GS_NRES + r] + sl[lv * GS_NRES + r]);
+			}
+		}
+	}
+}
+
 /* Subtree t's candidate: a leaf's own, else the pick among its children. */
 static GsJob *
 subtree_pick(GsOrder *o, int t, int *leaf)
@@ -495,13 +595,44 @@ subtree_pick(GsOrder *o, int t, int *leaf)
 	/*
 	 * An inner team's pick changes only when a gang is placed (version) or
 	 * a candidate of its subtree is taken (next_fair_tree forgets the picks
-	 * along that leaf's path).
+	 * along that leaf's path). In phase 1 a placement outside the subtree
+	 * leaves it as it was while no use was released and every ancestor's
+	 * use grew by less than what each cached candidate below survives
+	 * there (pick_thr, kept 1e-6 on the safe side of leaf_candidate's own
+	 * test): the children's shares and candidates are then unchanged, and
+	 * so is the pick.
 	 */
 	if (o->pick_version[t] != o->version || o->pick_phase[t] != o->phase)
 	{
+		if (o->phase == 1 && o->pick_phase[t] == 1 && o->pick_version[t] != UINT64_MAX &&
+			o->pick_version[t] >= o->touched[t] && o->pick_drops[t] == o->st->cluster->use_drops &&
+			tm->depth < GS_TREE_SLACK_DEPTH)
+		{
+			const double *g = gs_tree_growth(o->st->cluster);
+			const double *thr = &o->pick_thr[(size_t) t * GS_TREE_SLACK_DEPTH * GS_NRES];
+			bool		same = true;
+			int			a,
+						r;
+
+			for (a = tm->parent; a >= 0 && same; a = o->st->cluster->teams[a].parent)
+			{
+				int			d = o->st->cluster->teams[a].depth;
+
+				for (r = 0; r < GS_NRES && same; r++)
+					same = g[a * GS_NRES + r] < thr[d * GS_NRES + r] - 2e-6;
+			}
+			if (same)
+			{
+				o->pick_version[t] = o->version;
+				*leaf = o->pick_leaf[t];
+				return o->pick_job[t];
+			}
+		}
 		o->pick_job[t] = set_pick(o, tm->children, tm->nchildren, false, &o->pick_leaf[t]);
 		o->pick_version[t] = o->version;
 		o->pick_phase[t] = o->phase;
+		if (o->phase == 1)
+			pick_thresholds(o, t);
 	}
 	*leaf = o->pick_leaf[t];
 	return o->pick_job[t];
@@ -762,6 +893,13 @@ gs_order_placed(GsOrder *o, GsJob *j)
 	j->borrowed = gs_beyond_nominal(c, j, pool);
 	gs_account(c, j, pool);
 	o->version++;
+	if (o->touched != NULL && j->tix >= 0)
+	{
+		int			t;
+
+		for (t = j->tix; t >= 0; t = c->teams[t].parent)
+			o->touched[t] = o->version;
+	}
 	o->current = NULL;
 }
 
