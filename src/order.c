@@ -88,7 +88,9 @@ struct GsOrder
 	uint64	   *touched;
 	uint64_t   *pick_drops;
 	double	   *pick_thr;
-	uint64_t   *share_drops;	/* trees: the cluster's use_drops when share[t] was taken */
+	bool	   *pick_thr_ok;	/* pick_thr[t] taken since t's pick was made */
+	uint64	   *share_stamp;	/* trees: version + 1 when share[t] was taken */
+	uint64_t   *share_drops;	/* trees: the cluster's use_drops then */
 };
 
 static int
@@ -261,6 +263,8 @@ gs_order_begin(GsState *st, const GsOrderSettings *set)
 		o->touched = palloc0(sizeof(uint64) * o->nq);
 		o->pick_drops = palloc0(sizeof(uint64_t) * o->nq);
 		o->pick_thr = palloc(sizeof(double) * GS_TREE_SLACK_DEPTH * GS_NRES * o->nq);
+		o->pick_thr_ok = palloc0(sizeof(bool) * o->nq);
+		o->share_stamp = palloc0(sizeof(uint64) * o->nq);
 		o->share_drops = palloc0(sizeof(uint64_t) * o->nq);
 	}
 	for (i = 0; i < n; i++)
@@ -436,28 +440,27 @@ peek_borrowing(GsOrder *o, int t)
 static double
 team_share(GsOrder *o, int t)
 {
-	GsCluster  *c = o->st->cluster;
-
-	/*
-	 * Trees: a subtree's use changes only with a placement inside it
-	 * (touched) or a victim's release (use_drops), so a share taken since
-	 * stays right; flat teams: by version, as always.
-	 */
-	if (c->tree && t < c->nteams)
-	{
-		if (o->share_version[t] == UINT64_MAX || o->share_version[t] < o->touched[t] ||
-			o->share_drops[t] != c->use_drops)
-		{
-			o->share[t] = gs_dominant_share(c, t);
-			o->share_version[t] = o->version;
-			o->share_drops[t] = c->use_drops;
-		}
-		return o->share[t];
-	}
 	if (o->share_version[t] != o->version)
 	{
-		o->share[t] = gs_dominant_share(c, t);
+		o->share[t] = gs_dominant_share(o->st->cluster, t);
 		o->share_version[t] = o->version;
+	}
+	return o->share[t];
+}
+
+/*
+ * A subtree's share (trees): its use changes only with a placement inside
+ * it (touched) or a victim's release (use_drops), so a share taken since
+ * stays right.
+ */
+static inline double
+tree_share(GsOrder *o, int t)
+{
+	if (o->share_stamp[t] <= o->touched[t] || o->share_drops[t] != o->st->cluster->use_drops)
+	{
+		o->share[t] = gs_dominant_share(o->st->cluster, t);
+		o->share_stamp[t] = o->version + 1;
+		o->share_drops[t] = o->st->cluster->use_drops;
 	}
 	return o->share[t];
 }
@@ -516,7 +519,9 @@ leaf_candidate(GsOrder *o, int t)
 static GsJob *set_pick(GsOrder *o, const int32_t *mem, int n, bool unknown, int *leaf);
 
 /*
- * Phase 1, after inner team t's pick was made: for each ancestor depth d,
+ * Phase 1, inner team t's pick unchanged since it was made (so are the
+ * caches below it: only a new pick of t looks at them): for each ancestor
+ * depth d,
  * the least growth of that ancestor at which some cached candidate below t
  * is to be looked at again (leaf_candidate: its growth snapshot at that
  * level plus its slack there). A leaf without a candidate constrains
@@ -534,7 +539,7 @@ pick_thresholds(GsOrder *o, int t)
 				r,
 				dt = tm->depth;
 
-	o->pick_drops[t] = c->use_drops;
+	o->pick_thr_ok[t] = true;
 	if (dt >= GS_TREE_SLACK_DEPTH)
 		return;
 	for (d = 0; d < dt; d++)
@@ -555,6 +560,8 @@ pick_thresholds(GsOrder *o, int t)
 					thr[d] = -1e300;
 				return;
 			}
+			if (!o->pick_thr_ok[ch])
+				pick_thresholds(o, ch);
 			for (d = 0; d < dt * GS_NRES; d++)
 				thr[d] = Min(thr[d], cthr[d]);
 		}
@@ -614,6 +621,9 @@ subtree_pick(GsOrder *o, int t, int *leaf)
 			int			a,
 						r;
 
+			if (!o->pick_thr_ok[t])
+				pick_thresholds(o, t);	/* taken when first needed */
+
 			for (a = tm->parent; a >= 0 && same; a = o->st->cluster->teams[a].parent)
 			{
 				int			d = o->st->cluster->teams[a].depth;
@@ -631,8 +641,8 @@ subtree_pick(GsOrder *o, int t, int *leaf)
 		o->pick_job[t] = set_pick(o, tm->children, tm->nchildren, false, &o->pick_leaf[t]);
 		o->pick_version[t] = o->version;
 		o->pick_phase[t] = o->phase;
-		if (o->phase == 1)
-			pick_thresholds(o, t);
+		o->pick_drops[t] = o->st->cluster->use_drops;
+		o->pick_thr_ok[t] = false;
 	}
 	*leaf = o->pick_leaf[t];
 	return o->pick_job[t];
@@ -661,7 +671,7 @@ set_pick(GsOrder *o, const int32_t *mem, int n, bool unknown, int *leaf)
 
 		if (j == NULL)
 			continue;
-		ds = k < n ? team_share(o, t) : 0;
+		ds = k < n ? tree_share(o, t) : 0;
 		if (bj == NULL || ds < bestds - GS_SHARE_EPS ||
 			(ds <= bestds + GS_SHARE_EPS && cmp_priority_fifo(&j, &bj) < 0))
 		{
@@ -708,15 +718,15 @@ next_fair_tree(GsOrder *o)
 					int			pa = c->teams[t].parent;
 					const int32_t *sib = pa >= 0 ? c->teams[pa].children : c->roots;
 					int			nsib = pa >= 0 ? c->teams[pa].nchildren : c->nroots;
-					double		mine = team_share(o, t);
+					double		mine = tree_share(o, t);
 
 					for (k = 0; k < nsib; k++)
 						if (sib[k] != t && (o->team_phases[sib[k]] & bit) &&
-							team_share(o, sib[k]) < mine - GS_SHARE_EPS)
+							tree_share(o, sib[k]) < mine - GS_SHARE_EPS)
 							ahead++;
 					o->team_phases[t] |= bit;
 				}
-				bj->share_at_try = team_share(o, leaf);
+				bj->share_at_try = tree_share(o, leaf);
 			}
 			else
 				bj->share_at_try = 0;
