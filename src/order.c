@@ -733,10 +733,9 @@ next_priority(GsOrder *o)
 
 		o->retry = NULL;
 		j->pool_mask = gs_borrow_pools(c, j, &why) & ~gs_order_thrash_mask(o, j, NULL);
-		j->held_back_turn = (j->pool_mask == 0 && held_back_turn(o, j));
-		if (j->pool_mask != 0 || j->held_back_turn)
+		if (j->pool_mask != 0)
 		{
-			j->try_borrowing = (j->pool_mask != 0);
+			j->try_borrowing = true;
 			j->share_at_try = gs_dominant_share(c, j->tix);
 			tried(o, j);
 			return j;
