@@ -298,6 +298,7 @@ typedef struct GsJob
 	bool		quota_blocked;	/* quota rules allow it nowhere now */
 	bool		try_borrowing;	/* tried as borrowed work (beyond nominal quota) */
 	bool		held_back;		/* a fair-share search where only other teams' unlent idle quota blocks it: that stays idle */
+	bool		held_back_turn; /* handed out by the order for that search only, at its place (schedule.c) */
 	double		share_at_try;	/* its team's dominant share when tried */
 	int32_t		tried_at;		/* position in the round's order, -1 not tried */
 	/* decision */

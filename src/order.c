@@ -13,6 +13,13 @@
  * guaranteed candidate that does not fit is tried again at once as
  * borrowed work elsewhere.
  *
+ * A preemptible job that quota allows nowhere only because the free
+ * capacity is idle quota other teams do not lend (lending limits) is still
+ * handed out where its borrowing try would come (the fair order's second
+ * phase at its team's turn, or its place in the priority order), for its
+ * fair-share victim search alone (schedule.c); other quota-blocked jobs
+ * are passed over.
+ *
  * Within a team whose order is las (gangsched.team_order, or the team's
  * own), the LAS queue comes between priority and submit order: jobs that
  * have attained less service go first (las.h). Only the team's own jobs
@@ -43,6 +50,7 @@ struct GsOrder
 {
 	GsState    *st;
 	GsOrderPolicy policy;
+	bool		held_back_turns;	/* GsOrderSettings.held_back_turns */
 	int			phase;			/* 1 guaranteed, 2 borrowed */
 	TeamQ	   *tq;				/* [nteams + 1]; the last holds unknown teams */
 	int			nq;
@@ -222,6 +230,7 @@ gs_order_begin(GsState *st, const GsOrderSettings *set)
 
 	o->st = st;
 	o->policy = set->policy;
+	o->held_back_turns = set->held_back_turns;
 	o->phase = 1;
 	o->seq = palloc(sizeof(GsJob *) * Max(n, 1));
 	o->global = palloc(sizeof(GsJob *) * Max(n, 1));
@@ -395,7 +404,24 @@ gs_order_thrash_mask(GsOrder *o, GsJob *j, char **why)
 	return m;
 }
 
-/* Team t's next phase-2 candidate; those quota forbids are marked blocked. */
+/*
+ * A job quota allows nowhere, but only because the free capacity is idle
+ * quota other teams do not lend (gs_held_back_pools, less the anti-thrash
+ * pools): with preemption on it is still handed out at its place in the
+ * order, for its victim search alone (J->held_back_turn, schedule.c).
+ */
+static bool
+held_back_turn(GsOrder *o, GsJob *j)
+{
+	if (!o->held_back_turns || !j->preemptible || j->nominated || j->tix < 0)
+		return false;
+	return (gs_held_back_pools(o->st->cluster, j) & ~gs_order_thrash_mask(o, j, NULL)) != 0;
+}
+
+/*
+ * Team t's next phase-2 candidate; those quota forbids are marked blocked
+ * and passed over, but for a held-back one's turn (held_back_turn).
+ */
 static GsJob *
 peek_borrowing(GsOrder *o, int t)
 {
@@ -426,12 +452,16 @@ peek_borrowing(GsOrder *o, int t)
 		{
 			j->pool_mask = m;
 			j->quota_blocked = false;
+			j->held_back_turn = false;
 			j->try_borrowing = true;
 			return j;
 		}
 		j->quota_blocked = true;
 		if (why != NULL)
 			j->reason = why;
+		j->held_back_turn = held_back_turn(o, j);
+		if (j->held_back_turn)
+			return j;
 		q->curlater++;
 	}
 	return NULL;
@@ -860,6 +890,7 @@ next_priority(GsOrder *o)
 		if (j->expiring || gs_team_closed(c, j) || gs_team_inner(c, j))
 			continue;
 		why = NULL;
+		j->held_back_turn = false;
 		j->pool_mask = gs_guaranteed_pools(c, j);
 		j->try_borrowing = (j->pool_mask == 0);
 		if (j->pool_mask == 0)
@@ -879,7 +910,9 @@ next_priority(GsOrder *o)
 			j->quota_blocked = true;
 			if (why != NULL)
 				j->reason = why;
-			continue;
+			j->held_back_turn = held_back_turn(o, j);
+			if (!j->held_back_turn)
+				continue;
 		}
 		j->share_at_try = gs_dominant_share(c, j->tix);
 		tried(o, j);

@@ -24,6 +24,7 @@ typedef struct GsOrderSettings
 	GsOrderPolicy policy;		/* gangsched.queue_order */
 	double		las_promote_factor; /* gangsched.las_promote_factor */
 	bool		las_preemption; /* gangsched.las_preemption */
+	bool		held_back_turns;	/* hand out held-back jobs for their victim search (gs_decide: with preemption) */
 } GsOrderSettings;
 
 typedef struct GsOrder GsOrder;

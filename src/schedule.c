@@ -81,6 +81,7 @@ typedef struct Round
 	GsDecision *out;
 	GsScheduleSettings set;
 	HTAB	   *memo;			/* SearchMemo: shapes whose victim search failed */
+	bool	   *held_turned;	/* [njobs]: had its held-back search at its place in the order */
 	int			failed;			/* victim searches that found nothing */
 	bool		guard_done;		/* the starvation guard has its job */
 	double		search_ms;		/* time in victim searches (DEBUG1) */
@@ -420,6 +421,64 @@ guard(Round *rd, GsJob *j, GsWhy *why, uint64_t elsewhere)
 }
 
 /*
+ * A preemptible job that may not borrow the free capacity only because
+ * other teams do not lend that idle quota (lending limits) still gets the
+ * fair-share trigger (and the priority trigger) in those pools, as any
+ * borrowing job: victims from teams above their fair share, and the plan
+ * leaves the held-back amount idle (preempt.c). True when nominated.
+ * The search comes at the job's place in the order (held_back_turn).
+ */
+static bool
+nominate_held_back(Round *rd, GsJob *j)
+{
+	uint64_t	held;
+	uint64_t	mask = j->pool_mask;
+	bool		borrowing = j->try_borrowing,
+				blocked = j->quota_blocked;
+
+	if (!j->preemptible)
+		return false;
+	held = gs_held_back_pools(rd->st->cluster, j) & ~gs_order_thrash_mask(rd->out->order, j, NULL);
+	if (held == 0)
+		return false;
+	j->pool_mask = held;
+	j->quota_blocked = false;
+	j->try_borrowing = true;
+	j->held_back = true;
+	if (gs_job_elastic(j))
+		j->workers = j->min_workers;	/* an elastic job: for its minimum */
+	if (nominate(rd, j))
+	{
+		j->held_back = false;
+		return true;
+	}
+	if (gs_job_elastic(j))
+		j->workers = j->max_workers;
+	j->held_back = false;
+	j->quota_blocked = blocked;
+	j->try_borrowing = borrowing;
+	j->pool_mask = mask;
+	return false;
+}
+
+/*
+ * A held-back job at its place in the order (order.c: the fair order's
+ * second phase at its team's turn, by its dominant share then, or its
+ * place in the priority order): no placement try (quota allows it
+ * nowhere), only its victim search (nominate_held_back), before the later
+ * candidates may take those victims or that capacity. A job quota blocks
+ * does not stop the round, with or without backfill.
+ */
+static bool
+held_back_turn(Round *rd, GsJob *j)
+{
+	j->held_back_turn = false;
+	rd->held_turned[j - rd->st->jobs] = true;
+	(void) nominate_held_back(rd, j);
+	return true;
+}
+
+/*
  * One candidate of the order: placed, placed elsewhere as borrowed work,
  * nominated with victims, given the starvation guard, or left to wait.
  * False when the round tries no further candidate (no backfill).
@@ -432,6 +491,8 @@ decide_one(Round *rd, GsJob *j)
 	uint64_t	elsewhere;
 	bool		ok;
 
+	if (j->held_back_turn)
+		return held_back_turn(rd, j);
 	out->considered++;
 	if (place_sized(out->placer, rd->st->cluster, j, why) || backfill_held(rd, j))
 	{
@@ -473,48 +534,10 @@ decide_one(Round *rd, GsJob *j)
 }
 
 /*
- * A preemptible job that may not borrow the free capacity only because
- * other teams do not lend that idle quota (lending limits) still gets the
- * fair-share trigger (and the priority trigger) in those pools, as any
- * borrowing job: victims from teams above their fair share, and the plan
- * leaves the held-back amount idle (preempt.c). True when nominated.
- */
-static bool
-nominate_held_back(Round *rd, GsJob *j)
-{
-	uint64_t	held;
-	uint64_t	mask = j->pool_mask;
-	bool		borrowing = j->try_borrowing;
-
-	if (!j->preemptible)
-		return false;
-	held = gs_held_back_pools(rd->st->cluster, j) & ~gs_order_thrash_mask(rd->out->order, j, NULL);
-	if (held == 0)
-		return false;
-	j->pool_mask = held;
-	j->quota_blocked = false;
-	j->try_borrowing = true;
-	j->held_back = true;
-	if (gs_job_elastic(j))
-		j->workers = j->min_workers;	/* an elastic job: for its minimum */
-	if (nominate(rd, j))
-	{
-		j->held_back = false;
-		return true;
-	}
-	if (gs_job_elastic(j))
-		j->workers = j->max_workers;
-	j->held_back = false;
-	j->quota_blocked = true;
-	j->try_borrowing = borrowing;
-	j->pool_mask = mask;
-	return false;
-}
-
-/*
  * Jobs their own team's quota blocks may still take the place of the
  * team's lower-priority work (the priority trigger): the quota is checked
- * with those victims gone.
+ * with those victims gone. A held-back job the order never reached (the
+ * round stopped early without backfill) gets its held-back search here.
  */
 static void
 nominate_quota_blocked(Round *rd)
@@ -529,7 +552,7 @@ nominate_quota_blocked(Round *rd)
 
 		if (!j->quota_blocked || j->nominated || j->placed || j->expiring)
 			continue;
-		if (rd->set.preemption && nominate_held_back(rd, j))
+		if (rd->set.preemption && !rd->held_turned[j - rd->st->jobs] && nominate_held_back(rd, j))
 			continue;
 		j->pool_mask = gs_eligible_pools(rd->st->cluster, j);
 		if (gs_job_elastic(j))
@@ -849,11 +872,13 @@ gs_decide(GsState *st, GsScheduleSettings set, GsDecision *out)
 
 	memset(out, 0, sizeof(*out));
 	memset(&rd, 0, sizeof(rd));
+	set.order.held_back_turns = set.preemption;	/* held-back jobs: their search at their place */
 	rd.st = st;
 	rd.out = out;
 	rd.set = set;
 	if (st->nbookings > 0)
 		gs_booking_masks(st, st->now, set.maintenance_guard_s);
+	rd.held_turned = palloc0(sizeof(bool) * Max(st->njobs, 1));
 	out->placer = gs_placer_create(st->cluster);
 	out->order = gs_order_begin(st, &set.order);
 	out->why = palloc0(sizeof(GsWhy) * Max(st->njobs, 1));
