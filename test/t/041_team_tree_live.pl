@@ -29,9 +29,9 @@
 #   close_team / open_team on lang (submits refused with 55000 and a hint,
 #   running jobs run on, queued ones stay queued), set_team_parent moving
 #   vision with its running jobs under prod (research 16 = lang_a; prod 16
-#   = serve 8 + vision 8: vis_a, cut to nothing by lang_a's fair-share
-#   preemptions, must take its half of prod back from serve_a, whose gangs
-#   run within prod's quota), remove_team refused while a team has children
+#   = serve 4 + vision 12: vis_a, cut to nothing by lang_a's fair-share
+#   preemptions, must take its part of prod back from serve_a, whose gangs
+#   run within prod's quota; a known bug keeps it at 0, a TODO here), remove_team refused while a team has children
 #   or live jobs, then the retirement of scratch (close, archive, remove);
 # - at each steady state every team's GPUs are within one job (4 GPUs) of
 #   its fair_share x 32 (team_shares, and _fair_shares() for a team the
@@ -560,14 +560,15 @@ cmp_ok($va_running, '>', 0, "vis_a has $va_running running jobs");
 allowed('ops', "SELECT gangsched.set_team_parent('vision', 'prod')", 'the operator moves vision under prod');
 is(sql("SELECT DISTINCT path FROM gangsched.queue WHERE team = 'vis_a'"), 'prod/vision/vis_a',
 	"vis_a's queued jobs show the new path");
-# research (lang only) 16 = lang_a; prod 16 = serve 8 + vision 8.
+# research (lang only) 16 = lang_a; prod 16 = serve 4 + vision 12 (vision
+# has weight 3 since set_team_weight above).
 # Known bug (TODO): lang_a's fair-share preemptions take prod's side down
 # to its 16 from vis_a, whose gangs were placed as borrowed, so serve_a
 # keeps all of prod's 16 with gangs placed within prod's quota (not
 # borrowed); no rule lets vis_a take its 8 back from them (preempt.c takes
-# only borrowed gangs), and vis_a stays at 0 with a fair_share of 8.
-steady_shares('steady state 3 after the move: lang_a 16, serve_a 8, vis_a 8, each team within one job of fair_share', [qw(serve serve_a vision vis_a)],
-	research => 16, lang => 16, lang_a => 16, prod => 16, serve => 8, vision => 8, serve_a => 8, vis_a => 8);
+# only borrowed gangs), and vis_a stays at 0 with a fair_share of 12.
+steady_shares('steady state 3 after the move: lang_a 16, serve_a 4, vis_a 12, each team within one job of fair_share', [qw(serve serve_a vision vis_a)],
+	research => 16, lang => 16, lang_a => 16, prod => 16, serve => 4, vision => 12, serve_a => 4, vis_a => 12);
 
 # -------------------------------------------------------------------------
 # remove_team: refused while a team has children or jobs; a leaf retired
@@ -588,7 +589,7 @@ is(sql("SELECT count(*) FROM gangsched.teams WHERE name = 'scratch'"), '0', 'scr
 # The end: still steady, invariants, logs
 # -------------------------------------------------------------------------
 steady_shares('the end: every leaf busy, each team within one job of fair_share', [qw(serve serve_a vision vis_a)],
-	research => 16, lang => 16, lang_a => 16, prod => 16, serve => 8, vision => 8, serve_a => 8, vis_a => 8);
+	research => 16, lang => 16, lang_a => 16, prod => 16, serve => 4, vision => 12, serve_a => 4, vis_a => 12);
 is(sql('SELECT count(*) FROM gangsched.check_invariants()'), '0', 'check_invariants() returns no rows');
 is(sql("SELECT count(*) FROM gangsched.events WHERE kind = 'requeued' AND reason NOT LIKE '%released after a checkpoint'"),
 	'0', 'every preempted job was released by its agent after a checkpoint');
