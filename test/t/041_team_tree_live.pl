@@ -31,8 +31,9 @@
 #   vision with its running jobs under prod (research 16 = lang_a; prod 16
 #   = serve 4 + vision 12: vis_a, cut to nothing by lang_a's fair-share
 #   preemptions, must take its part of prod back from serve_a, whose gangs
-#   run within prod's quota; a known bug keeps it at 0, a TODO here), remove_team refused while a team has children
-#   or live jobs, then the retirement of scratch (close, archive, remove);
+#   run within prod's quota; a known bug keeps it at 0, a TODO here),
+#   remove_team refused while a team has children or live jobs, then the
+#   retirement of scratch (close, archive, remove);
 # - at each steady state every team's GPUs are within one job (4 GPUs) of
 #   its fair_share x 32 (team_shares, and _fair_shares() for a team the
 #   view has no row for: no use, no quota) and of the weighted split worked
@@ -272,11 +273,11 @@ sub states
 }
 
 # The steady-state check. For every team (leaves and inner teams, so every
-# sibling set): |used_gpus - fair_share x 32| is
-# at most one job (4 GPUs; plus 32 x 0.00005 for fair_share's rounding to 4
-# decimals; a team without a row in team_shares uses 0 and its fair_share
-# is _fair_shares()', the function behind the view), and each team in %expect holds its hand-computed weighted
-# split within one job. Nothing is leaving or arriving (no gang preempting
+# sibling set): |used_gpus - fair_share x 32| is at most one job (4 GPUs;
+# plus 32 x 0.00005 for fair_share's rounding to 4 decimals; a team without
+# a row in team_shares uses 0 and its fair_share is _fair_shares()'s, the
+# function behind the view), and each team in %expect holds its
+# hand-computed weighted split within one job. Nothing is leaving or arriving (no gang preempting
 # or nominated), the cluster is full, and every leaf in %expect still has a
 # pending job (it is busy: it asks for more than it gets). Returns '' when
 # all hold, else what is off.
