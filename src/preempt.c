@@ -683,6 +683,36 @@ search_team_borrows(const Search *s, int t, int pool, const double *rem)
 }
 
 /*
+ * Trees: was team t's gang, placed within quota (not borrowed), guaranteed
+ * only by a quota that J's team shares? That is when no team from t up to
+ * its side subtree (the child of its LCA with J's team) has a quota row in
+ * the pool: its guarantee came from a quota at or above the LCA, which J's
+ * work inside that ancestor may claim as much. Inside such a subtree the
+ * siblings split the ancestor's quota by fair share (as its fair_share
+ * does), so the gang is a candidate there like a borrowed one, and the
+ * usual rules decide (tree_team_borrows, the fair-share test). Without
+ * this, the first sibling to fill a quota'd parent kept all of it from a
+ * later sibling with no quota of its own, whatever their weights.
+ */
+static bool
+tree_guarantee_shared(const Search *s, int t, int pool)
+{
+	const GsCluster *c = s->c;
+	int			a;
+
+	if (s->side == NULL || t < 0 || pool < 0 || s->side[t] == s->jside[t])
+		return false;
+	for (a = t; a >= 0; a = c->teams[a].parent)
+	{
+		if (c->quotas[a * c->npools + pool].has)
+			return false;
+		if (a == s->side[t])
+			return true;
+	}
+	return false;
+}
+
+/*
  * The fair-share rule holds for the whole plan, not only for each victim
  * alone: with all of a team's victims in the plan released (final_share).
  */
@@ -1217,7 +1247,8 @@ collect_candidates(Search *s, const GsPreemptSettings *set, Cand *cands, GsRunni
 		}
 		else if (j->quota_blocked)
 			continue;			/* its own quota blocks it: only its team's work */
-		else if (!r->borrowed || r->tix < 0 || !borrows_cached(s, borrows, r->tix, r->pool))
+		else if ((!r->borrowed && !tree_guarantee_shared(s, r->tix, r->pool)) || r->tix < 0 ||
+				 !borrows_cached(s, borrows, r->tix, r->pool))
 		{
 			n->guaranteed++;
 			continue;
