@@ -1144,6 +1144,112 @@ tree_nominals(const GsCluster *c, const double *dsub, const double *pdsub,
 	return any;
 }
 
+/*
+ * What t's own quota keeps back of resource r in pool p when idle: its
+ * nominal there (capped at the pool's up capacity) less its lending limit;
+ * 0 with no limit (all of it is lent) or no row.
+ */
+static double
+pool_kept(const GsCluster *c, int t, int p, int r)
+{
+	const GsQuota *q = QUOTA(c, t, p);
+	double		nm;
+
+	if (!q->has || q->nominal[r] < 0 || q->lend[r] < 0)
+		return 0;
+	nm = Min(q->nominal[r], Max(c->pools[p].capacity[r], 0));
+	return nm - Min(q->lend[r], nm);
+}
+
+/*
+ * Lending limits pool by pool (gs_tree_fair_shares, step 2; children
+ * first). The rounds keep back, in each pool p, H_p(t) = max(own_p(t),
+ * sum of H_p(c) over t's children), own_p(t) = max(0, kept_p(t) - use_p(t))
+ * (held_back_all), and a subtree outside t loses sum_p H_p(t). A pool
+ * demand pd_p(t) bounds use_p(t), and the subtree's demand D bounds the sum
+ * of the use_p(t), so with C_p the children's lower bounds summed in p,
+ * both
+ *   sum_p max(kept_p - pd_p, C_p, 0)   and   sum_p max(kept_p, C_p) - D
+ * are lower bounds of sum_p H_p(t); for fixed C_p the larger of them is the
+ * least sum_p H_p(t) can be wherever the demand runs (each unit of use
+ * lowers one pool's term by at most one, and only while kept_p - use_p
+ * exceeds C_p there). hp[t][p][r] gets max(kept_p - pd_p, C_p, 0) and the
+ * parent's C_p grows by it; *held (what t keeps back over all the pools,
+ * the aggregate rule's figure) is raised to the larger bound where that
+ * exceeds it: only when quota is kept back in different pools at
+ * different levels (with one pool, or every level keeping back in the
+ * same pools, the aggregate rule's figure is no smaller, and is kept).
+ */
+static void
+pool_held(const GsCluster *c, int t, int r, bool gov, const double *dsub, const double *pdsub,
+		  double *kp, double *hp, double *held)
+{
+	int			P = c->npools,
+				p,
+				k;
+	double		s2 = 0,
+				s3 = 0;
+
+	for (p = 0; p < P; p++)
+	{
+		size_t		i = ((size_t) t * P + p) * GS_NRES + r;
+		double		ch = 0,
+					h;
+
+		for (k = 0; k < c->teams[t].nchildren; k++)
+			ch += hp[((size_t) c->teams[t].children[k] * P + p) * GS_NRES + r];
+		kp[i] = gov ? pool_kept(c, t, p, r) : 0;
+		h = Max(ch, Max(0, kp[i] - pdsub[i]));
+		hp[i] = h;
+		s2 += h;
+		s3 += Max(kp[i], ch);
+	}
+	s3 -= dsub[t * GS_NRES + r];
+	s2 = Max(s2, s3);
+	if (s2 > *held + GS_EPS)
+		*held = s2;
+}
+
+/*
+ * Leaf t's resource r kept back from it, pool by pool: in each pool, the
+ * larger of what the subtrees off its path keep back there (hp) and what a
+ * team on its path keeps back in a pool its subtree's demand may not use
+ * at all (idle for t too), summed over the pools. The same two figures
+ * summed over the pools first and then compared (gs_tree_fair_shares) are
+ * never more.
+ */
+static double
+pool_off(const GsCluster *c, int t, int r, const double *pdsub, const double *kp, const double *hp)
+{
+	int			P = c->npools,
+				p,
+				a,
+				k;
+	double		sum = 0;
+
+	for (p = 0; p < P; p++)
+	{
+		double		off = 0,
+					mine = 0;
+
+		for (a = t; a >= 0; a = c->teams[a].parent)
+		{
+			size_t		i = ((size_t) a * P + p) * GS_NRES + r;
+			int			pa = c->teams[a].parent;
+			const int32_t *sib = pa >= 0 ? c->teams[pa].children : c->roots;
+			int			nsib = pa >= 0 ? c->teams[pa].nchildren : c->nroots;
+
+			if (pdsub[i] < GS_EPS)
+				mine = Max(mine, kp[i]);
+			for (k = 0; k < nsib; k++)
+				if (sib[k] != a)
+					off += hp[((size_t) sib[k] * P + p) * GS_NRES + r];
+		}
+		sum += Max(off, mine);
+	}
+	return sum;
+}
+
 /* A leaf's amounts at dominant share x (of its demand's direction). */
 static void
 leaf_amounts(const double *demand, double X, double x, double *out)
@@ -1201,7 +1307,9 @@ gs_tree_fair_shares(const GsCluster *c, const double *demand, const double *pdem
 			   *sub,
 			   *held,
 			   *off,
-			   *avail = NULL;
+			   *avail = NULL,
+			   *kp = NULL,
+			   *hp = NULL;
 	bool	   *hasq = palloc(sizeof(bool) * N),
 			   *frozen;
 	int		   *qa;
@@ -1275,6 +1383,18 @@ gs_tree_fair_shares(const GsCluster *c, const double *demand, const double *pdem
 		bool		anyheld = false;
 		int			k;
 
+		/*
+		 * per pool (with pdsub): kp[t][p][r], what t's own quota keeps
+		 * back in the pool when idle (nominal less lending limit), and
+		 * hp[t][p][r], what subtree t keeps back there at least (the
+		 * larger of its own idle part beyond its pool demand and its
+		 * children's sum there), as the rounds count it pool by pool
+		 */
+		if (pdsub != NULL)
+		{
+			kp = palloc0(sizeof(double) * GS_NRES * N * c->npools);
+			hp = palloc0(sizeof(double) * GS_NRES * N * c->npools);
+		}
 		for (k = maxdepth; k >= 0; k--)
 			for (t = 0; t < n; t++)
 			{
@@ -1284,6 +1404,9 @@ gs_tree_fair_shares(const GsCluster *c, const double *demand, const double *pdem
 				{
 					if (hasq[t] && nom[t * GS_NRES + r] >= 0)
 						held[t * GS_NRES + r] = Max(held[t * GS_NRES + r], ownheld[t * GS_NRES + r]);
+					if (hp != NULL)
+						pool_held(c, t, r, hasq[t] && nom[t * GS_NRES + r] >= 0, dsub, pdsub, kp, hp,
+								  &held[t * GS_NRES + r]);
 					if (held[t * GS_NRES + r] > 0)
 					{
 						anyheld = true;
@@ -1337,6 +1460,14 @@ gs_tree_fair_shares(const GsCluster *c, const double *demand, const double *pdem
 						mine = Max(mine, extra[a * GS_NRES + r]);
 					if (mine > 0 && mine > o)
 						o = mine;
+					if (hp != NULL && c->teams[t].nchildren == 0)
+					{
+						/* pool by pool when that is more (pool_off) */
+						double		po = pool_off(c, t, r, pdsub, kp, hp);
+
+						if (po > o + GS_EPS)
+							o = po;
+					}
 					avail[t * GS_NRES + r] = c->capacity[r] > 0 ? 1 - o / c->capacity[r] : 1;
 				}
 			pfree(kids);
