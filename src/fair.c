@@ -1279,8 +1279,11 @@ leaf_amounts(const double *demand, double X, double x, double *out)
  * 2. Lending limits. What a subtree keeps back from teams outside it (its
  *    idle nominal, nominal less demand, beyond what it lends, or pool by
  *    pool when larger; the larger of that and what its children keep
- *    back) is not there for the leaves off its path (computed first: it
- *    depends on demands alone).
+ *    back; with pdemand, in each pool the larger of its own and its
+ *    children's there, summed over the pools, when that is more:
+ *    pool_held) is not there for the leaves off its path (computed first:
+ *    it depends on demands alone); a leaf counts it pool by pool too
+ *    (pool_off).
  * 3. H-DRF from the floors over the whole cluster, borrowing limits
  *    capping as before: a team above the level keeps its floor, the level
  *    rises among the others until it reaches it.
