@@ -1165,24 +1165,31 @@ pool_kept(const GsCluster *c, int t, int p, int r)
  * Lending limits pool by pool (gs_tree_fair_shares, step 2; children
  * first). The rounds keep back, in each pool p, H_p(t) = max(own_p(t),
  * sum of H_p(c) over t's children), own_p(t) = max(0, kept_p(t) - use_p(t))
- * (held_back_all), and a subtree outside t loses sum_p H_p(t). A pool
- * demand pd_p(t) bounds use_p(t), and the subtree's demand D bounds the sum
- * of the use_p(t), so with C_p the children's lower bounds summed in p,
- * both
- *   sum_p max(kept_p - pd_p, C_p, 0)   and   sum_p max(kept_p, C_p) - D
- * are lower bounds of sum_p H_p(t); for fixed C_p the larger of them is the
- * least sum_p H_p(t) can be wherever the demand runs (each unit of use
- * lowers one pool's term by at most one, and only while kept_p - use_p
- * exceeds C_p there). hp[t][p][r] gets max(kept_p - pd_p, C_p, 0) and the
- * parent's C_p grows by it; *held (what t keeps back over all the pools,
- * the aggregate rule's figure) is raised to the larger bound where that
- * exceeds it: only when quota is kept back in different pools at
+ * (held_back_all; kept_p: pool_kept), and a subtree outside t loses
+ * sum_p H_p(t). Lower bounds of sum_p H_p(t) wherever t's demand runs:
+ *  - sum_p hp_p(t), hp_p(t) = max(kept_p(t) - pd_p(t), sum of hp_p(c), 0):
+ *    a pool demand pd_p bounds use_p, and H_p only falls as use grows;
+ *  - sum_p K_p(t) - D(t), K_p(t) = max(kept_p(t), sum of K_p(c)) (H_p with
+ *    nothing used): a GPU used by a leaf of t in pool p lowers H_p(t) by
+ *    at most one and no other pool's, and t's demand D(t) is used at most
+ *    once, in one pool.
+ * The least sum_p H_p(t) can be once t's demand runs is: the first when
+ * every job of t's leaves may use one pool only (what runs always does:
+ * each use_p then is pd_p); the larger of the two for a leaf t (each GPU
+ * it uses lowers one pool's figure by one while that is above 0, so the
+ * least is sum_p kept_p less min(D, sum_p min(pd_p, kept_p))). Otherwise
+ * (nested teams, jobs free to choose among pools) the larger is a lower
+ * bound. hp[t][p][r] and kk[t][p][r] (K_p) get
+ * t's figures; *held (what t keeps back over all the pools, the aggregate
+ * rule's figure: its own total, pool by pool beyond its pool demand, or
+ * its children's, whichever is larger) is raised to the larger bound only
+ * where that exceeds it: where quota is kept back in different pools at
  * different levels (with one pool, or every level keeping back in the
- * same pools, the aggregate rule's figure is no smaller, and is kept).
+ * same pool, the aggregate rule's figure is no smaller, and is kept).
  */
 static void
 pool_held(const GsCluster *c, int t, int r, bool gov, const double *dsub, const double *pdsub,
-		  double *kp, double *hp, double *held)
+		  double *kk, double *hp, double *held)
 {
 	int			P = c->npools,
 				p,
@@ -1194,15 +1201,20 @@ pool_held(const GsCluster *c, int t, int r, bool gov, const double *dsub, const 
 	{
 		size_t		i = ((size_t) t * P + p) * GS_NRES + r;
 		double		ch = 0,
-					h;
+					ck = 0,
+					own = gov ? pool_kept(c, t, p, r) : 0;
 
 		for (k = 0; k < c->teams[t].nchildren; k++)
-			ch += hp[((size_t) c->teams[t].children[k] * P + p) * GS_NRES + r];
-		kp[i] = gov ? pool_kept(c, t, p, r) : 0;
-		h = Max(ch, Max(0, kp[i] - pdsub[i]));
-		hp[i] = h;
-		s2 += h;
-		s3 += Max(kp[i], ch);
+		{
+			size_t		j = ((size_t) c->teams[t].children[k] * P + p) * GS_NRES + r;
+
+			ch += hp[j];
+			ck += kk[j];
+		}
+		hp[i] = Max(ch, Max(0, own - pdsub[i]));
+		kk[i] = Max(ck, own);
+		s2 += hp[i];
+		s3 += kk[i];
 	}
 	s3 -= dsub[t * GS_NRES + r];
 	s2 = Max(s2, s3);
@@ -1213,13 +1225,13 @@ pool_held(const GsCluster *c, int t, int r, bool gov, const double *dsub, const 
 /*
  * Leaf t's resource r kept back from it, pool by pool: in each pool, the
  * larger of what the subtrees off its path keep back there (hp) and what a
- * team on its path keeps back in a pool its subtree's demand may not use
- * at all (idle for t too), summed over the pools. The same two figures
- * summed over the pools first and then compared (gs_tree_fair_shares) are
- * never more.
+ * team on its path keeps back in a pool none of its subtree's demand may
+ * use (kk: nothing of it is used there, and t may not use the pool
+ * either), summed over the pools. The same two figures summed over the
+ * pools first and then compared (gs_tree_fair_shares) are never more.
  */
 static double
-pool_off(const GsCluster *c, int t, int r, const double *pdsub, const double *kp, const double *hp)
+pool_off(const GsCluster *c, int t, int r, const double *pdsub, const double *kk, const double *hp)
 {
 	int			P = c->npools,
 				p,
@@ -1240,7 +1252,7 @@ pool_off(const GsCluster *c, int t, int r, const double *pdsub, const double *kp
 			int			nsib = pa >= 0 ? c->teams[pa].nchildren : c->nroots;
 
 			if (pdsub[i] < GS_EPS)
-				mine = Max(mine, kp[i]);
+				mine = Max(mine, kk[i]);
 			for (k = 0; k < nsib; k++)
 				if (sib[k] != a)
 					off += hp[((size_t) sib[k] * P + p) * GS_NRES + r];
@@ -1311,7 +1323,7 @@ gs_tree_fair_shares(const GsCluster *c, const double *demand, const double *pdem
 			   *held,
 			   *off,
 			   *avail = NULL,
-			   *kp = NULL,
+			   *kk = NULL,
 			   *hp = NULL;
 	bool	   *hasq = palloc(sizeof(bool) * N),
 			   *frozen;
@@ -1387,15 +1399,13 @@ gs_tree_fair_shares(const GsCluster *c, const double *demand, const double *pdem
 		int			k;
 
 		/*
-		 * per pool (with pdsub): kp[t][p][r], what t's own quota keeps
-		 * back in the pool when idle (nominal less lending limit), and
-		 * hp[t][p][r], what subtree t keeps back there at least (the
-		 * larger of its own idle part beyond its pool demand and its
-		 * children's sum there), as the rounds count it pool by pool
+		 * per pool (with pdsub): what subtree t keeps back there at
+		 * least (hp) and with nothing used (kk), as the rounds count it
+		 * pool by pool (pool_held)
 		 */
 		if (pdsub != NULL)
 		{
-			kp = palloc0(sizeof(double) * GS_NRES * N * c->npools);
+			kk = palloc0(sizeof(double) * GS_NRES * N * c->npools);
 			hp = palloc0(sizeof(double) * GS_NRES * N * c->npools);
 		}
 		for (k = maxdepth; k >= 0; k--)
@@ -1408,7 +1418,7 @@ gs_tree_fair_shares(const GsCluster *c, const double *demand, const double *pdem
 					if (hasq[t] && nom[t * GS_NRES + r] >= 0)
 						held[t * GS_NRES + r] = Max(held[t * GS_NRES + r], ownheld[t * GS_NRES + r]);
 					if (hp != NULL)
-						pool_held(c, t, r, hasq[t] && nom[t * GS_NRES + r] >= 0, dsub, pdsub, kp, hp,
+						pool_held(c, t, r, hasq[t] && nom[t * GS_NRES + r] >= 0, dsub, pdsub, kk, hp,
 								  &held[t * GS_NRES + r]);
 					if (held[t * GS_NRES + r] > 0)
 					{
@@ -1466,7 +1476,7 @@ gs_tree_fair_shares(const GsCluster *c, const double *demand, const double *pdem
 					if (hp != NULL && c->teams[t].nchildren == 0)
 					{
 						/* pool by pool when that is more (pool_off) */
-						double		po = pool_off(c, t, r, pdsub, kp, hp);
+						double		po = pool_off(c, t, r, pdsub, kk, hp);
 
 						if (po > o + GS_EPS)
 							o = po;

@@ -238,6 +238,27 @@ SELECT * FROM pg_temp.by_pool();
 SELECT * FROM gangsched.check_invariants();
 SET gangsched.preemption = off;
 
+-- The same P with c1 asking for 40 GPUs in any pool: wherever they run,
+-- 40 stay kept back (c1's jobs in a: c1's 40 in b; in b: P's 40 in a;
+-- split: 20 and 20), so o and o2 share 40 GPUs, 20 each, before c1's jobs
+-- are placed too (both lower bounds on their own, P's and c1's idle
+-- quota less their pool demands, would count nothing kept back).
+SELECT pg_temp.fresh(15);
+SELECT gangsched.add_team('P', 1), gangsched.add_team('o', 1), gangsched.add_team('o2', 1);
+SELECT gangsched.add_team('c1', 1, 'P'), gangsched.add_team('f', 1, 'P');
+SELECT gangsched.set_quota('P', 'a', 40, lending_limit_gpus => 0), gangsched.set_quota('P', 'b', 40);
+SELECT gangsched.set_quota('c1', 'b', 40, lending_limit_gpus => 0);
+SELECT pg_temp.jobs('o2', 100);
+SELECT pg_temp.settle(5) AS rounds;
+SET gangsched.preemption = on;
+SELECT pg_temp.jobs('o', 100), pg_temp.jobs('c1', 40);
+SELECT * FROM pg_temp.shares();
+SELECT pg_temp.settle(20) AS rounds;
+SELECT * FROM pg_temp.fair();
+SELECT * FROM pg_temp.by_pool();
+SELECT * FROM gangsched.check_invariants();
+SET gangsched.preemption = off;
+
 -- Inside P: f asks for 100 GPUs in pool b only, o (1) for 100 anywhere.
 -- For f, P's idle 40 in a (a pool f's jobs may not use) and c1's 40 in b
 -- (off f's path) stay idle in different pools, 80 in all; for o, P keeps
