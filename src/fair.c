@@ -1223,12 +1223,15 @@ pool_held(const GsCluster *c, int t, int r, bool gov, const double *dsub, const 
 }
 
 /*
- * Leaf t's resource r kept back from it, pool by pool: in each pool, the
- * larger of what the subtrees off its path keep back there (hp) and what a
- * team on its path keeps back in a pool none of its subtree's demand may
- * use (kk: nothing of it is used there, and t may not use the pool
- * either), summed over the pools. The same two figures summed over the
- * pools first and then compared (gs_tree_fair_shares) are never more.
+ * Leaf t's resource r kept back from it, pool by pool, summed over the
+ * pools: in each pool, what the subtrees off its path keep back there
+ * (hp), except that where a team a on its path has no demand at all in
+ * the pool (nor has t, then), all a keeps back there (kk: nothing of it is
+ * used) stays idle for t too, and counts instead of what a's subtree holds
+ * off t's path; the highest such a counts (pool demands only grow up the
+ * path, and a's kk is at least its children's). The same figures summed
+ * over the pools first and then compared (gs_tree_fair_shares) are never
+ * more.
  */
 static double
 pool_off(const GsCluster *c, int t, int r, const double *pdsub, const double *kk, const double *hp)
@@ -1241,8 +1244,7 @@ pool_off(const GsCluster *c, int t, int r, const double *pdsub, const double *kk
 
 	for (p = 0; p < P; p++)
 	{
-		double		off = 0,
-					mine = 0;
+		double		off = 0;
 
 		for (a = t; a >= 0; a = c->teams[a].parent)
 		{
@@ -1252,12 +1254,12 @@ pool_off(const GsCluster *c, int t, int r, const double *pdsub, const double *kk
 			int			nsib = pa >= 0 ? c->teams[pa].nchildren : c->nroots;
 
 			if (pdsub[i] < GS_EPS)
-				mine = Max(mine, kk[i]);
+				off = kk[i];
 			for (k = 0; k < nsib; k++)
 				if (sib[k] != a)
 					off += hp[((size_t) sib[k] * P + p) * GS_NRES + r];
 		}
-		sum += Max(off, mine);
+		sum += off;
 	}
 	return sum;
 }

@@ -282,5 +282,29 @@ SELECT * FROM pg_temp.by_pool();
 SELECT * FROM gangsched.check_invariants();
 SET gangsched.preemption = off;
 
+-- The same with q (1), a top-level team with nominal 20 in a, lending
+-- limit 0, and no jobs. For f, pool a stays idle as a whole: P's 40 there
+-- (nothing of P's subtree may use a) and q's 20 (off f's path) add up, 60,
+-- and c1's 40 in b, 100 in all; for o, P's 80 and q's 20. 20 GPUs (in b)
+-- to share: f 10 and o 10 (counting the larger of P's 40 and q's 20 in a
+-- for f, f would get 30, which it cannot hold).
+SELECT pg_temp.fresh(15);
+SELECT gangsched.add_team('P', 1), gangsched.add_team('o', 1), gangsched.add_team('q', 1);
+SELECT gangsched.add_team('c1', 1, 'P'), gangsched.add_team('f', 1, 'P');
+SELECT gangsched.set_quota('P', 'a', 40, lending_limit_gpus => 0), gangsched.set_quota('P', 'b', 40);
+SELECT gangsched.set_quota('c1', 'b', 40, lending_limit_gpus => 0);
+SELECT gangsched.set_quota('q', 'a', 20, lending_limit_gpus => 0);
+SELECT pg_temp.jobs('o', 100);
+SELECT pg_temp.settle(5) AS rounds;
+SELECT * FROM pg_temp.by_pool();
+SET gangsched.preemption = on;
+SELECT pg_temp.jobs('f', 100, 'b');
+SELECT * FROM pg_temp.shares();
+SELECT pg_temp.settle(20) AS rounds;
+SELECT * FROM pg_temp.fair();
+SELECT * FROM pg_temp.by_pool();
+SELECT * FROM gangsched.check_invariants();
+SET gangsched.preemption = off;
+
 SET client_min_messages = warning;
 DROP EXTENSION gangsched CASCADE;
