@@ -1223,45 +1223,80 @@ pool_held(const GsCluster *c, int t, int r, bool gov, const double *dsub, const 
 }
 
 /*
- * Leaf t's resource r kept back from it, pool by pool, summed over the
- * pools: in each pool, what the subtrees off its path keep back there
- * (hp), except that where a team a on its path has no demand at all in
- * the pool (nor has t, then), all a keeps back there (kk: nothing of it is
- * used) stays idle for t too, and counts instead of what a's subtree holds
- * off t's path; the highest such a counts (pool demands only grow up the
- * path, and a's kk is at least its children's). The same figures summed
- * over the pools first and then compared (gs_tree_fair_shares) are never
- * more.
+ * out[t][r]: what of resource r is kept back from team t (used for
+ * leaves), pool by pool, summed over the pools: in each pool, what the
+ * subtrees off its path keep back there (hp), except that where a team a
+ * on its path has no demand at all in the pool (nor has t, then), all a
+ * keeps back there (kk: nothing of it is used) stays idle for t too, and
+ * counts instead of what a's subtree keeps back off t's path; the highest
+ * such a counts (pool demands only grow up the path, and a's kk is at
+ * least its children's). The same figures summed over the pools first and
+ * then compared (gs_tree_fair_shares) are never more. Top down, as off.
  */
-static double
-pool_off(const GsCluster *c, int t, int r, const double *pdsub, const double *kk, const double *hp)
+static void
+pool_off(const GsCluster *c, int maxdepth, const double *pdsub, const double *kk, const double *hp,
+		 double *out)
 {
-	int			P = c->npools,
+	int			n = c->nteams,
+				P = c->npools,
+				t,
 				p,
-				a,
-				k;
-	double		sum = 0;
+				r,
+				d;
+	size_t		sz = sizeof(double) * GS_NRES * Max(n, 1) * P;
+	double	   *kids = palloc0(sz),
+			   *w = palloc(sz),
+			   *z = palloc(sz),
+				top[GS_NRES];
 
+	/* w: what the subtrees off t's path keep back in the pool (top down) */
 	for (p = 0; p < P; p++)
 	{
-		double		off = 0;
+		for (r = 0; r < GS_NRES; r++)
+			top[r] = 0;
+		for (t = 0; t < n; t++)
+			for (r = 0; r < GS_NRES; r++)
+			{
+				double		h = hp[((size_t) t * P + p) * GS_NRES + r];
 
-		for (a = t; a >= 0; a = c->teams[a].parent)
-		{
-			size_t		i = ((size_t) a * P + p) * GS_NRES + r;
-			int			pa = c->teams[a].parent;
-			const int32_t *sib = pa >= 0 ? c->teams[pa].children : c->roots;
-			int			nsib = pa >= 0 ? c->teams[pa].nchildren : c->nroots;
+				if (c->teams[t].parent < 0)
+					top[r] += h;
+				else
+					kids[((size_t) c->teams[t].parent * P + p) * GS_NRES + r] += h;
+			}
+		for (d = 0; d <= maxdepth; d++)
+			for (t = 0; t < n; t++)
+			{
+				int			pa = c->teams[t].parent;
 
-			if (pdsub[i] < GS_EPS)
-				off = kk[i];
-			for (k = 0; k < nsib; k++)
-				if (sib[k] != a)
-					off += hp[((size_t) sib[k] * P + p) * GS_NRES + r];
-		}
-		sum += off;
+				if (c->teams[t].depth != d)
+					continue;
+				for (r = 0; r < GS_NRES; r++)
+				{
+					size_t		i = ((size_t) t * P + p) * GS_NRES + r,
+								j = ((size_t) pa * P + p) * GS_NRES + r;
+
+					w[i] = (pa < 0 ? top[r] : w[j] + kids[j]) - hp[i];
+					/* the highest team on the path with no demand in the pool */
+					if (pdsub[i] >= GS_EPS)
+						z[i] = w[i];
+					else if (pa >= 0 && pdsub[j] < GS_EPS)
+						z[i] = z[j];
+					else
+						z[i] = kk[i] + w[i];
+				}
+			}
 	}
-	return sum;
+	for (t = 0; t < n; t++)
+		for (r = 0; r < GS_NRES; r++)
+		{
+			out[t * GS_NRES + r] = 0;
+			for (p = 0; p < P; p++)
+				out[t * GS_NRES + r] += z[((size_t) t * P + p) * GS_NRES + r];
+		}
+	pfree(kids);
+	pfree(w);
+	pfree(z);
 }
 
 /* A leaf's amounts at dominant share x (of its demand's direction). */
@@ -1326,7 +1361,8 @@ gs_tree_fair_shares(const GsCluster *c, const double *demand, const double *pdem
 			   *off,
 			   *avail = NULL,
 			   *kk = NULL,
-			   *hp = NULL;
+			   *hp = NULL,
+			   *poff = NULL;
 	bool	   *hasq = palloc(sizeof(bool) * N),
 			   *frozen;
 	int		   *qa;
@@ -1459,6 +1495,11 @@ gs_tree_fair_shares(const GsCluster *c, const double *demand, const double *pdem
 												kids[parent[t] * GS_NRES + r]) - held[t * GS_NRES + r];
 				}
 			avail = palloc(sizeof(double) * GS_NRES * N);
+			if (hp != NULL)
+			{
+				poff = palloc(sizeof(double) * GS_NRES * N);
+				pool_off(c, maxdepth, pdsub, kk, hp, poff);
+			}
 			for (t = 0; t < n; t++)
 				for (r = 0; r < GS_NRES; r++)
 				{
@@ -1475,14 +1516,9 @@ gs_tree_fair_shares(const GsCluster *c, const double *demand, const double *pdem
 						mine = Max(mine, extra[a * GS_NRES + r]);
 					if (mine > 0 && mine > o)
 						o = mine;
-					if (hp != NULL && c->teams[t].nchildren == 0)
-					{
-						/* pool by pool when that is more (pool_off) */
-						double		po = pool_off(c, t, r, pdsub, kk, hp);
-
-						if (po > o + GS_EPS)
-							o = po;
-					}
+					/* pool by pool when that is more (pool_off) */
+					if (poff != NULL && c->teams[t].nchildren == 0 && poff[t * GS_NRES + r] > o + GS_EPS)
+						o = poff[t * GS_NRES + r];
 					avail[t * GS_NRES + r] = c->capacity[r] > 0 ? 1 - o / c->capacity[r] : 1;
 				}
 			pfree(kids);
