@@ -1144,6 +1144,161 @@ tree_nominals(const GsCluster *c, const double *dsub, const double *pdsub,
 	return any;
 }
 
+/*
+ * What t's own quota keeps back of resource r in pool p when idle: its
+ * nominal there (capped at the pool's up capacity) less its lending limit;
+ * 0 with no limit (all of it is lent) or no row.
+ */
+static double
+pool_kept(const GsCluster *c, int t, int p, int r)
+{
+	const GsQuota *q = QUOTA(c, t, p);
+	double		nm;
+
+	if (!q->has || q->nominal[r] < 0 || q->lend[r] < 0)
+		return 0;
+	nm = Min(q->nominal[r], Max(c->pools[p].capacity[r], 0));
+	return nm - Min(q->lend[r], nm);
+}
+
+/*
+ * Lending limits pool by pool (gs_tree_fair_shares, step 2; children
+ * first). The rounds keep back, in each pool p, H_p(t) = max(own_p(t),
+ * sum of H_p(c) over t's children), own_p(t) = max(0, kept_p(t) - use_p(t))
+ * (held_back_all; kept_p: pool_kept), and a subtree outside t loses
+ * sum_p H_p(t). Lower bounds of sum_p H_p(t) wherever t's demand runs:
+ *  - sum_p hp_p(t), hp_p(t) = max(kept_p(t) - pd_p(t), sum of hp_p(c), 0):
+ *    a pool demand pd_p bounds use_p, and H_p only falls as use grows;
+ *  - sum_p K_p(t) - D(t), K_p(t) = max(kept_p(t), sum of K_p(c)) (H_p with
+ *    nothing used): a GPU used by a leaf of t in pool p lowers H_p(t) by
+ *    at most one and no other pool's, and t's demand D(t) is used at most
+ *    once, in one pool.
+ * The least sum_p H_p(t) can be once t's demand runs is: the first when
+ * every job of t's leaves may use one pool only (what runs always does:
+ * each use_p then is pd_p); the larger of the two for a leaf t (each GPU
+ * it uses lowers one pool's figure by one while that is above 0, so the
+ * least is sum_p kept_p less min(D, sum_p min(pd_p, kept_p))). Otherwise
+ * (nested teams, jobs free to choose among pools) the larger is a lower
+ * bound. hp[t][p][r] and kk[t][p][r] (K_p) get
+ * t's figures; *held (what t keeps back over all the pools, the aggregate
+ * rule's figure: its own total, pool by pool beyond its pool demand, or
+ * its children's, whichever is larger) is raised to the larger bound only
+ * where that exceeds it: where quota is kept back in different pools at
+ * different levels (with one pool, or every level keeping back in the
+ * same pool, the aggregate rule's figure is no smaller, and is kept).
+ */
+static void
+pool_held(const GsCluster *c, int t, int r, bool gov, const double *dsub, const double *pdsub,
+		  double *kk, double *hp, double *held)
+{
+	int			P = c->npools,
+				p,
+				k;
+	double		s2 = 0,
+				s3 = 0;
+
+	for (p = 0; p < P; p++)
+	{
+		size_t		i = ((size_t) t * P + p) * GS_NRES + r;
+		double		ch = 0,
+					ck = 0,
+					own = gov ? pool_kept(c, t, p, r) : 0;
+
+		for (k = 0; k < c->teams[t].nchildren; k++)
+		{
+			size_t		j = ((size_t) c->teams[t].children[k] * P + p) * GS_NRES + r;
+
+			ch += hp[j];
+			ck += kk[j];
+		}
+		hp[i] = Max(ch, Max(0, own - pdsub[i]));
+		kk[i] = Max(ck, own);
+		s2 += hp[i];
+		s3 += kk[i];
+	}
+	s3 -= dsub[t * GS_NRES + r];
+	s2 = Max(s2, s3);
+	if (s2 > *held + GS_EPS)
+		*held = s2;
+}
+
+/*
+ * out[t][r]: what of resource r is kept back from team t (used for
+ * leaves), pool by pool, summed over the pools: in each pool, what the
+ * subtrees off its path keep back there (hp), except that where a team a
+ * on its path has no demand at all in the pool (nor has t, then), all a
+ * keeps back there (kk: nothing of it is used) stays idle for t too, and
+ * counts instead of what a's subtree keeps back off t's path; the highest
+ * such a counts (pool demands only grow up the path, and a's kk is at
+ * least its children's). The same figures summed over the pools first and
+ * then compared (gs_tree_fair_shares) are never more. Top down, as off.
+ */
+static void
+pool_off(const GsCluster *c, int maxdepth, const double *pdsub, const double *kk, const double *hp,
+		 double *out)
+{
+	int			n = c->nteams,
+				P = c->npools,
+				t,
+				p,
+				r,
+				d;
+	size_t		sz = sizeof(double) * GS_NRES * Max(n, 1) * P;
+	double	   *kids = palloc0(sz),
+			   *w = palloc(sz),
+			   *z = palloc(sz),
+				top[GS_NRES];
+
+	/* w: what the subtrees off t's path keep back in the pool (top down) */
+	for (p = 0; p < P; p++)
+	{
+		for (r = 0; r < GS_NRES; r++)
+			top[r] = 0;
+		for (t = 0; t < n; t++)
+			for (r = 0; r < GS_NRES; r++)
+			{
+				double		h = hp[((size_t) t * P + p) * GS_NRES + r];
+
+				if (c->teams[t].parent < 0)
+					top[r] += h;
+				else
+					kids[((size_t) c->teams[t].parent * P + p) * GS_NRES + r] += h;
+			}
+		for (d = 0; d <= maxdepth; d++)
+			for (t = 0; t < n; t++)
+			{
+				int			pa = c->teams[t].parent;
+
+				if (c->teams[t].depth != d)
+					continue;
+				for (r = 0; r < GS_NRES; r++)
+				{
+					size_t		i = ((size_t) t * P + p) * GS_NRES + r,
+								j = ((size_t) pa * P + p) * GS_NRES + r;
+
+					w[i] = (pa < 0 ? top[r] : w[j] + kids[j]) - hp[i];
+					/* the highest team on the path with no demand in the pool */
+					if (pdsub[i] >= GS_EPS)
+						z[i] = w[i];
+					else if (pa >= 0 && pdsub[j] < GS_EPS)
+						z[i] = z[j];
+					else
+						z[i] = kk[i] + w[i];
+				}
+			}
+	}
+	for (t = 0; t < n; t++)
+		for (r = 0; r < GS_NRES; r++)
+		{
+			out[t * GS_NRES + r] = 0;
+			for (p = 0; p < P; p++)
+				out[t * GS_NRES + r] += z[((size_t) t * P + p) * GS_NRES + r];
+		}
+	pfree(kids);
+	pfree(w);
+	pfree(z);
+}
+
 /* A leaf's amounts at dominant share x (of its demand's direction). */
 static void
 leaf_amounts(const double *demand, double X, double x, double *out)
@@ -1173,8 +1328,11 @@ leaf_amounts(const double *demand, double X, double x, double *out)
  * 2. Lending limits. What a subtree keeps back from teams outside it (its
  *    idle nominal, nominal less demand, beyond what it lends, or pool by
  *    pool when larger; the larger of that and what its children keep
- *    back) is not there for the leaves off its path (computed first: it
- *    depends on demands alone).
+ *    back; with pdemand, in each pool the larger of its own and its
+ *    children's there, summed over the pools, when that is more:
+ *    pool_held) is not there for the leaves off its path (computed first:
+ *    it depends on demands alone); a leaf counts it pool by pool too
+ *    (pool_off).
  * 3. H-DRF from the floors over the whole cluster, borrowing limits
  *    capping as before: a team above the level keeps its floor, the level
  *    rises among the others until it reaches it.
@@ -1201,7 +1359,10 @@ gs_tree_fair_shares(const GsCluster *c, const double *demand, const double *pdem
 			   *sub,
 			   *held,
 			   *off,
-			   *avail = NULL;
+			   *avail = NULL,
+			   *kk = NULL,
+			   *hp = NULL,
+			   *poff = NULL;
 	bool	   *hasq = palloc(sizeof(bool) * N),
 			   *frozen;
 	int		   *qa;
@@ -1275,6 +1436,16 @@ gs_tree_fair_shares(const GsCluster *c, const double *demand, const double *pdem
 		bool		anyheld = false;
 		int			k;
 
+		/*
+		 * per pool (with pdsub): what subtree t keeps back there at
+		 * least (hp) and with nothing used (kk), as the rounds count it
+		 * pool by pool (pool_held)
+		 */
+		if (pdsub != NULL)
+		{
+			kk = palloc0(sizeof(double) * GS_NRES * N * c->npools);
+			hp = palloc0(sizeof(double) * GS_NRES * N * c->npools);
+		}
 		for (k = maxdepth; k >= 0; k--)
 			for (t = 0; t < n; t++)
 			{
@@ -1284,6 +1455,9 @@ gs_tree_fair_shares(const GsCluster *c, const double *demand, const double *pdem
 				{
 					if (hasq[t] && nom[t * GS_NRES + r] >= 0)
 						held[t * GS_NRES + r] = Max(held[t * GS_NRES + r], ownheld[t * GS_NRES + r]);
+					if (hp != NULL)
+						pool_held(c, t, r, hasq[t] && nom[t * GS_NRES + r] >= 0, dsub, pdsub, kk, hp,
+								  &held[t * GS_NRES + r]);
 					if (held[t * GS_NRES + r] > 0)
 					{
 						anyheld = true;
@@ -1321,6 +1495,11 @@ gs_tree_fair_shares(const GsCluster *c, const double *demand, const double *pdem
 												kids[parent[t] * GS_NRES + r]) - held[t * GS_NRES + r];
 				}
 			avail = palloc(sizeof(double) * GS_NRES * N);
+			if (hp != NULL)
+			{
+				poff = palloc(sizeof(double) * GS_NRES * N);
+				pool_off(c, maxdepth, pdsub, kk, hp, poff);
+			}
 			for (t = 0; t < n; t++)
 				for (r = 0; r < GS_NRES; r++)
 				{
@@ -1337,6 +1516,9 @@ gs_tree_fair_shares(const GsCluster *c, const double *demand, const double *pdem
 						mine = Max(mine, extra[a * GS_NRES + r]);
 					if (mine > 0 && mine > o)
 						o = mine;
+					/* pool by pool when that is more (pool_off) */
+					if (poff != NULL && c->teams[t].nchildren == 0 && poff[t * GS_NRES + r] > o + GS_EPS)
+						o = poff[t * GS_NRES + r];
 					avail[t * GS_NRES + r] = c->capacity[r] > 0 ? 1 - o / c->capacity[r] : 1;
 				}
 			pfree(kids);

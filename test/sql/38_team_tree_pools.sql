@@ -188,5 +188,123 @@ SELECT reason, detail FROM gangsched.why_pending((SELECT min(job) FROM gangsched
 SELECT * FROM gangsched.check_invariants();
 SET gangsched.preemption = off;
 
+/* ================================================================== */
+/* 4. Nested teams keeping quota back in different pools               */
+/* ================================================================== */
+
+-- P (1) has nominal 40 in a with lending limit 0 and 40 in b (no limit:
+-- all lent); its child c1 has nominal 40 in b with lending limit 0 and no
+-- jobs; f, P's other child, has no quota. The rounds keep back pool by
+-- pool: in a P's idle 40, in b the larger of P's own (nothing: it lends
+-- all) and c1's 40, so 80 GPUs stay idle while P's subtree asks for
+-- nothing. Summed over the pools first (P's own 40 against its children's
+-- 40) only 40 would be, and the fair share would promise 80 that the
+-- teams outside P cannot hold. o and o2 (1 each, 100 jobs anywhere; o2
+-- first) share the 40 left: 20 each (o2 releases 20 to o).
+SELECT pg_temp.fresh(15);
+SELECT gangsched.add_team('P', 1), gangsched.add_team('o', 1), gangsched.add_team('o2', 1);
+SELECT gangsched.add_team('c1', 1, 'P'), gangsched.add_team('f', 1, 'P');
+SELECT gangsched.set_quota('P', 'a', 40, lending_limit_gpus => 0), gangsched.set_quota('P', 'b', 40);
+SELECT gangsched.set_quota('c1', 'b', 40, lending_limit_gpus => 0);
+SELECT pg_temp.jobs('o2', 100);
+SELECT pg_temp.settle(5) AS rounds;
+SELECT * FROM pg_temp.by_pool();
+SET gangsched.preemption = on;
+SELECT pg_temp.jobs('o', 100);
+SELECT * FROM pg_temp.shares();
+SELECT pg_temp.settle(20) AS rounds;
+SELECT * FROM pg_temp.fair();
+SELECT * FROM pg_temp.by_pool();
+SELECT * FROM gangsched.check_invariants();
+SET gangsched.preemption = off;
+
+-- The same P with f asking for 10 GPUs in pool a: P keeps back 30 in a
+-- (40 less f's 10) and c1's 40 in b, 70 in all; o and o2 share the 40
+-- left: 20 each (summed over the pools first: 40 kept back, o and o2 35
+-- each, which they cannot hold).
+SELECT pg_temp.fresh(15);
+SELECT gangsched.add_team('P', 1), gangsched.add_team('o', 1), gangsched.add_team('o2', 1);
+SELECT gangsched.add_team('c1', 1, 'P'), gangsched.add_team('f', 1, 'P');
+SELECT gangsched.set_quota('P', 'a', 40, lending_limit_gpus => 0), gangsched.set_quota('P', 'b', 40);
+SELECT gangsched.set_quota('c1', 'b', 40, lending_limit_gpus => 0);
+SELECT pg_temp.jobs('o2', 100);
+SELECT pg_temp.settle(5) AS rounds;
+SET gangsched.preemption = on;
+SELECT pg_temp.jobs('o', 100), pg_temp.jobs('f', 10, 'a');
+SELECT * FROM pg_temp.shares();
+SELECT pg_temp.settle(20) AS rounds;
+SELECT * FROM pg_temp.fair();
+SELECT * FROM pg_temp.by_pool();
+SELECT * FROM gangsched.check_invariants();
+SET gangsched.preemption = off;
+
+-- The same P with c1 asking for 40 GPUs in any pool: wherever they run,
+-- 40 stay kept back (c1's jobs in a: c1's 40 in b; in b: P's 40 in a;
+-- split: 20 and 20), so o and o2 share 40 GPUs, 20 each, before c1's jobs
+-- are placed too (both lower bounds on their own, P's and c1's idle
+-- quota less their pool demands, would count nothing kept back).
+SELECT pg_temp.fresh(15);
+SELECT gangsched.add_team('P', 1), gangsched.add_team('o', 1), gangsched.add_team('o2', 1);
+SELECT gangsched.add_team('c1', 1, 'P'), gangsched.add_team('f', 1, 'P');
+SELECT gangsched.set_quota('P', 'a', 40, lending_limit_gpus => 0), gangsched.set_quota('P', 'b', 40);
+SELECT gangsched.set_quota('c1', 'b', 40, lending_limit_gpus => 0);
+SELECT pg_temp.jobs('o2', 100);
+SELECT pg_temp.settle(5) AS rounds;
+SET gangsched.preemption = on;
+SELECT pg_temp.jobs('o', 100), pg_temp.jobs('c1', 40);
+SELECT * FROM pg_temp.shares();
+SELECT pg_temp.settle(20) AS rounds;
+SELECT * FROM pg_temp.fair();
+SELECT * FROM pg_temp.by_pool();
+SELECT * FROM gangsched.check_invariants();
+SET gangsched.preemption = off;
+
+-- Inside P: f asks for 100 GPUs in pool b only, o (1) for 100 anywhere.
+-- For f, P's idle 40 in a (a pool f's jobs may not use) and c1's 40 in b
+-- (off f's path) stay idle in different pools, 80 in all; for o, P keeps
+-- back 80 as above. 40 GPUs to share: f 20 (in b) and o 20 (in a).
+-- Summed over the pools first, f and o would each count 40 kept back and
+-- get 40, which f, with 20 GPUs of pool b free, cannot hold.
+SELECT pg_temp.fresh(15);
+SELECT gangsched.add_team('P', 1), gangsched.add_team('o', 1);
+SELECT gangsched.add_team('c1', 1, 'P'), gangsched.add_team('f', 1, 'P');
+SELECT gangsched.set_quota('P', 'a', 40, lending_limit_gpus => 0), gangsched.set_quota('P', 'b', 40);
+SELECT gangsched.set_quota('c1', 'b', 40, lending_limit_gpus => 0);
+SELECT pg_temp.jobs('o', 100);
+SELECT pg_temp.settle(5) AS rounds;
+SELECT * FROM pg_temp.by_pool();
+SET gangsched.preemption = on;
+SELECT pg_temp.jobs('f', 100, 'b');
+SELECT * FROM pg_temp.shares();
+SELECT pg_temp.settle(20) AS rounds;
+SELECT * FROM pg_temp.fair();
+SELECT * FROM pg_temp.by_pool();
+SELECT * FROM gangsched.check_invariants();
+SET gangsched.preemption = off;
+
+-- The same with q (1), a top-level team with nominal 20 in a, lending
+-- limit 0, and no jobs. For f, pool a stays idle as a whole: P's 40 there
+-- (nothing of P's subtree may use a) and q's 20 (off f's path) add up, 60,
+-- and c1's 40 in b, 100 in all; for o, P's 80 and q's 20. 20 GPUs (in b)
+-- to share: f 10 and o 10 (counting the larger of P's 40 and q's 20 in a
+-- for f, f would get 30, which it cannot hold).
+SELECT pg_temp.fresh(15);
+SELECT gangsched.add_team('P', 1), gangsched.add_team('o', 1), gangsched.add_team('q', 1);
+SELECT gangsched.add_team('c1', 1, 'P'), gangsched.add_team('f', 1, 'P');
+SELECT gangsched.set_quota('P', 'a', 40, lending_limit_gpus => 0), gangsched.set_quota('P', 'b', 40);
+SELECT gangsched.set_quota('c1', 'b', 40, lending_limit_gpus => 0);
+SELECT gangsched.set_quota('q', 'a', 20, lending_limit_gpus => 0);
+SELECT pg_temp.jobs('o', 100);
+SELECT pg_temp.settle(5) AS rounds;
+SELECT * FROM pg_temp.by_pool();
+SET gangsched.preemption = on;
+SELECT pg_temp.jobs('f', 100, 'b');
+SELECT * FROM pg_temp.shares();
+SELECT pg_temp.settle(20) AS rounds;
+SELECT * FROM pg_temp.fair();
+SELECT * FROM pg_temp.by_pool();
+SELECT * FROM gangsched.check_invariants();
+SET gangsched.preemption = off;
+
 SET client_min_messages = warning;
 DROP EXTENSION gangsched CASCADE;
