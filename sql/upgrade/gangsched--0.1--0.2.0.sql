@@ -9481,3 +9481,49 @@ SELECT j.id AS job, t.name AS team, j.name, j.state, j.workers, j.gpus, j.cpus, 
   JOIN gangsched.teams t ON t.id = j.team_id
   LEFT JOIN gangsched.pools p ON p.id = j.pool_id
   LEFT JOIN gangsched.bookings b ON b.id = j.reservation_id;
+
+/* ------------------------------------------------------------------ */
+/* why_pending: a portal reads "a job of another team" for a job it     */
+/* may not see (the job first in line, capacity kept for a job)       */
+/* ------------------------------------------------------------------ */
+-- A text a portal reads with the jobs of teams it may not see named as "a
+-- job of another team" (as the jobs view does for "for job N"): every
+-- "job N" whose job is not of one of `teams` (or does not exist).
+CREATE FUNCTION gangsched._mask_jobs(txt text, teams int[])
+RETURNS text
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    jid bigint;
+BEGIN
+    IF txt IS NULL OR strpos(txt, 'job ') = 0 THEN
+        RETURN txt;
+    END IF;
+    FOR jid IN SELECT DISTINCT m[1]::bigint FROM regexp_matches(txt, '\mjob ([0-9]{1,18})\M', 'g') m LOOP
+        IF NOT EXISTS (SELECT FROM gangsched.gangs g WHERE g.id = jid AND g.team_id = ANY (teams)) THEN
+            txt := regexp_replace(txt, '\mjob ' || jid || '\M', 'a job of another team', 'g');
+        END IF;
+    END LOOP;
+    RETURN txt;
+END $$;
+
+CREATE OR REPLACE FUNCTION gangsched.why_pending(job bigint)
+RETURNS TABLE (reason text, detail text)
+LANGUAGE plpgsql VOLATILE STRICT AS $$
+DECLARE
+    tid int;
+    vis record;
+BEGIN
+    SELECT g.team_id INTO tid FROM gangsched.gangs g WHERE g.id = why_pending.job;
+    IF tid IS NOT NULL THEN
+        PERFORM gangsched._require_team(tid, format('explain job %s', job));
+    END IF;
+    SELECT * INTO vis FROM gangsched._visibility();
+    IF vis.all_rows THEN
+        RETURN QUERY SELECT w.reason, w.detail FROM gangsched._why_pending(job) w;
+    ELSE
+        -- a portal: the job first in line, or the one capacity is kept
+        -- for, reads "a job of another team" when it may not see it
+        RETURN QUERY SELECT gangsched._mask_jobs(w.reason, vis.teams), gangsched._mask_jobs(w.detail, vis.teams)
+                       FROM gangsched._why_pending(job) w;
+    END IF;
+END $$;
