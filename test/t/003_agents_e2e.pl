@@ -359,11 +359,19 @@ ok(poll_until("SELECT state FROM gangsched.jobs WHERE job = $export", 'finished'
 is(sql("SELECT bool_and(e.started_at >= t.finished_at) FROM gangsched.jobs t, gangsched.jobs e
          WHERE (t.job, e.job) IN (($train, $eval), ($eval, $export))"), 't',
 	'each step started after the one before had finished');
-my $bad = sql("SELECT gangsched.submit('a', 1, 1, name => 'p-bad',
-                                       command => 'export TRAINER_FAIL_AT=2; exec sh $trainer 100 0.05')");
-my $after_bad = sql("SELECT gangsched.submit('a', 1, 1, name => 'p-after-bad', after => ARRAY[$bad]::bigint[])");
-my $cleanup = sql("SELECT gangsched.submit('a', 1, 1, name => 'p-cleanup', after => ARRAY[$bad]::bigint[],
-                                           after_mode => 'any', command => 'exec sh $trainer 2 0.05')");
+# The three in one transaction: p-bad fails about 0.1 s after it starts,
+# and a step submitted after that is refused (what it waits for has failed
+# already), so a portal that submits them one by one races the worker,
+# woken by each commit (CI saw it once, on a loaded machine).
+my ($bad, $after_bad, $cleanup) = split /\n/, sql("BEGIN;
+SELECT gangsched.submit('a', 1, 1, name => 'p-bad',
+                        command => 'export TRAINER_FAIL_AT=2; exec sh $trainer 100 0.05') AS bad \\gset
+SELECT :bad;
+SELECT gangsched.submit('a', 1, 1, name => 'p-after-bad', after => ARRAY[:bad]::bigint[]);
+SELECT gangsched.submit('a', 1, 1, name => 'p-cleanup', after => ARRAY[:bad]::bigint[],
+                        after_mode => 'any', command => 'exec sh $trainer 2 0.05');
+COMMIT;");
+like("$bad $after_bad $cleanup", qr/^\d+ \d+ \d+$/, 'a failing step and two steps after it submitted in one transaction');
 ok(poll_until("SELECT state FROM gangsched.jobs WHERE job = $after_bad", 'failed', 20),
 	'a step after a failing one fails');
 is(sql("SELECT reason FROM gangsched.jobs WHERE job = $after_bad"), "job $bad, which it waits for, failed",
