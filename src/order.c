@@ -107,6 +107,7 @@ struct GsOrder
 	double		used0[GS_NRES];	/* the pools' use then */
 	uint64		usedup_version;
 	uint8		usedup;
+	bool		min_gang_ok;
 	uint8	   *jbits;			/* [njobs]: the resources each job asks for */
 	bool		one_kind;		/* every candidate asks for the same resources and no team holds others */
 	uint64	   *ms_version;		/* member_share's cache, by version and mask */
@@ -244,37 +245,56 @@ job_amounts(const GsJob *j, double amt[GS_NRES])
 }
 
 /*
- * Trees: every job that may be a candidate asks for the same resources,
- * and no team holds any other (placements this round add only those,
- * victims only take away). Then member_share is gs_dominant_share: an
- * inner team's active candidates ask for all it holds, or all are blocked.
+ * Trees: every job that may be a candidate asks for the same resources
+ * (kind, not mixed), and no team holds any other (placements this round
+ * add only those, victims only take away). Then member_share is
+ * gs_dominant_share: an inner team's active candidates ask for all it
+ * holds, or all are blocked.
  */
 static bool
-one_kind(GsOrder *o)
+one_kind(GsOrder *o, int kind, bool mixed)
 {
 	GsCluster  *c = o->st->cluster;
-	int			i,
-				t,
+	int			t,
 				r;
-	int			kind = -1;
 
-	for (t = 0; t < o->nq; t++)
-		for (i = 0; i < o->tq[t].n; i++)
-		{
-			const GsJob *j = o->tq[t].jobs[i];
-			uint8		b = o->jbits[j - o->st->jobs];
-
-			if (j->expiring)
-				continue;
-			if (kind >= 0 && b != kind)
-				return false;
-			kind = b;
-		}
+	if (mixed)
+		return false;
 	for (t = 0; t < c->nteams && kind >= 0; t++)
 		for (r = 0; r < GS_NRES; r++)
 			if (!(kind & (1 << r)) && c->teams[t].used[r] > GS_EPS)
 				return false;
 	return true;
+}
+
+/*
+ * The smallest gang of the round's possible candidates that asks for each
+ * resource, at its minimum size (tree_used_up; taken on first need).
+ */
+static void
+min_gangs(GsOrder *o)
+{
+	int			t,
+				i,
+				r;
+
+	for (r = 0; r < GS_NRES; r++)
+		o->min_gang[r] = -1;
+	for (t = 0; t < o->nq; t++)
+		for (i = 0; i < o->tq[t].n; i++)
+		{
+			const GsJob *j = o->tq[t].jobs[i];
+			int32_t		w = j->min_workers > 0 ? Min(j->min_workers, j->workers) : j->workers;
+			double		amt[GS_NRES];
+
+			if (j->expiring)
+				continue;
+			job_amounts(j, amt);
+			for (r = 0; r < GS_NRES; r++)
+				if (amt[r] > 0 && (o->min_gang[r] < 0 || amt[r] * w < o->min_gang[r]))
+					o->min_gang[r] = amt[r] * w;
+		}
+	o->min_gang_ok = true;
 }
 
 GsOrder *
@@ -283,7 +303,9 @@ gs_order_begin(GsState *st, const GsOrderSettings *set)
 	GsOrder    *o = palloc0(sizeof(GsOrder));
 	GsCluster  *c = st->cluster;
 	int			i,
-				n = st->njobs;
+				n = st->njobs,
+				kind = -1;
+	bool		mixed = false;
 
 	o->st = st;
 	o->policy = set->policy;
@@ -335,26 +357,6 @@ gs_order_begin(GsState *st, const GsOrderSettings *set)
 		o->pick_mask = palloc0(sizeof(uint8) * o->nq);
 		o->pick_usedup = palloc0(sizeof(uint8) * o->nq);
 		o->usedup_version = UINT64_MAX;
-		for (i = 0; i < GS_NRES; i++)
-			o->min_gang[i] = -1;
-		for (i = 0; i < c->nnodes; i++)
-		{
-			const GsNode *nd = &c->nodes[i];
-
-			if (nd->state != GS_NODE_UP)
-				continue;
-			o->free0[GS_GPU] += (double) nd->free_slices / Max(nd->slices, 1);
-			o->free0[GS_CPU] += nd->free_cpus;
-			o->free0[GS_MEM] += nd->free_mem;
-			o->free0[GS_NET] += nd->free_net;
-		}
-		for (i = 0; i < c->npools; i++)
-		{
-			int			r;
-
-			for (r = 0; r < GS_NRES; r++)
-				o->used0[r] += c->pools[i].used[r];
-		}
 		o->jbits = palloc0(sizeof(uint8) * Max(n, 1));
 		o->ms_version = palloc(sizeof(uint64) * o->nq);
 		o->ms_mask = palloc0(sizeof(uint8) * o->nq);
@@ -387,22 +389,40 @@ gs_order_begin(GsState *st, const GsOrderSettings *set)
 		o->tq[t].jobs[o->tq[t].n++] = j;
 		if (c->tree && !j->expiring)
 		{
-			double		amt[GS_NRES];
-			int32_t		w = j->min_workers > 0 ? Min(j->min_workers, j->workers) : j->workers;
-			int			r;
+			uint8		b = (uint8) ((j->gpus > 0) << GS_GPU | (j->cpus > 0) << GS_CPU |
+									 (j->mem > 0) << GS_MEM | (j->net > 0) << GS_NET);
 
-			job_amounts(j, amt);
-			for (r = 0; r < GS_NRES; r++)
-				if (amt[r] > 0)
-				{
-					o->jbits[j - st->jobs] |= (uint8) (1 << r);
-					if (o->min_gang[r] < 0 || amt[r] * w < o->min_gang[r])
-						o->min_gang[r] = amt[r] * w;
-				}
+			o->jbits[j - st->jobs] = b;
+			if (kind < 0)
+				kind = b;
+			else if (b != kind)
+				mixed = true;
 		}
 	}
 	if (c->tree)
-		o->one_kind = one_kind(o);
+		o->one_kind = one_kind(o, kind, mixed);
+	if (c->tree && !o->one_kind)
+	{
+		/* what is free now (tree_used_up) */
+		for (i = 0; i < c->nnodes; i++)
+		{
+			const GsNode *nd = &c->nodes[i];
+
+			if (nd->state != GS_NODE_UP)
+				continue;
+			o->free0[GS_GPU] += (double) nd->free_slices / Max(nd->slices, 1);
+			o->free0[GS_CPU] += nd->free_cpus;
+			o->free0[GS_MEM] += nd->free_mem;
+			o->free0[GS_NET] += nd->free_net;
+		}
+		for (i = 0; i < c->npools; i++)
+		{
+			int			r;
+
+			for (r = 0; r < GS_NRES; r++)
+				o->used0[r] += c->pools[i].used[r];
+		}
+	}
 	return o;
 }
 
@@ -624,6 +644,8 @@ tree_used_up(GsOrder *o)
 
 	if (o->usedup_version == o->version)
 		return o->usedup;
+	if (!o->min_gang_ok)
+		min_gangs(o);
 	o->usedup = 0;
 	for (r = 0; r < GS_NRES; r++)
 	{
@@ -982,11 +1004,12 @@ next_fair_tree(GsOrder *o)
 					int			pa = c->teams[t].parent;
 					const int32_t *sib = pa >= 0 ? c->teams[pa].children : c->roots;
 					int			nsib = pa >= 0 ? c->teams[pa].nchildren : c->nroots;
-					double		mine = member_share(o, t, node_mask(o, t));
+					double		mine = o->one_kind ? tree_share(o, t) : member_share(o, t, node_mask(o, t));
 
 					for (k = 0; k < nsib; k++)
 						if (sib[k] != t && (o->team_phases[sib[k]] & bit) &&
-							member_share(o, sib[k], node_mask(o, sib[k])) < mine - GS_SHARE_EPS)
+							(o->one_kind ? tree_share(o, sib[k]) : member_share(o, sib[k], node_mask(o, sib[k]))) <
+							mine - GS_SHARE_EPS)
 							ahead++;
 					o->team_phases[t] |= bit;
 				}

@@ -18,17 +18,19 @@
 -- re-levelled on the other (H-DRF). Every team's subtree must hold its
 -- fair allocation of each resource (_fair_shares, the per-resource
 -- amounts) within two jobs of either kind, after one round and after late
--- leaves took theirs back by preemption (where a plan may need two
--- victims, the second taking its side below its allocation). Two, not
--- one: the order fills by whole jobs, and a CPU job is 1/80 of the CPUs
--- where a GPU job is 1/320 of the GPUs, so a subtree holding both kinds
--- can stand a CPU job above the level when the GPUs run out, and its
--- GPU leaves short of theirs by what that job is worth in its siblings'
--- GPUs (seed 0.44: t1.1 73 GPUs for 71.11, t1.2 34 for 35.56, a gap of
--- 0.003 in weighted share where one of t1.2's CPU jobs is 0.0125). Then
--- subtrees holding from an earlier round what their active leaves no
--- longer ask for (a satisfied leaf's GPUs, used-up GPUs): the order
--- compares them on what they still ask for, as H-DRF does, within one job.
+-- leaves took theirs back by preemption (whose hysteresis moves a gang
+-- only from a side that stays at or above its allocation, so a side may
+-- stay short by what its siblings hold above theirs, less than a job
+-- each). Two, not one, after one round too: the order fills by whole
+-- jobs, and a CPU job is 1/80 of the CPUs where a GPU job is 1/320 of the
+-- GPUs, so a subtree holding both kinds can stand a CPU job above the
+-- level when the GPUs run out, and its GPU leaves short of theirs by
+-- what that job is worth in its siblings' GPUs (seed 0.44: t1.1 73 GPUs
+-- for 71.11, t1.2 34 for 35.56, a gap of 0.003 in weighted share where
+-- one of t1.2's CPU jobs is 0.0125). Then subtrees holding from an
+-- earlier round what their active leaves no longer ask for (a satisfied
+-- leaf's GPUs, used-up GPUs): the order compares them on what they still
+-- ask for, as H-DRF does, within one job.
 SET TimeZone = 'UTC';
 SET gangsched.clock_override = '2030-01-01 00:00:00+00';
 SET gangsched.start_timeout = '1d';
