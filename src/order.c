@@ -99,6 +99,20 @@ struct GsOrder
 	bool	   *pick_thr_ok;	/* pick_thr[t] taken since t's pick was made */
 	uint64	   *share_stamp;	/* trees: version + 1 when share[t] was taken */
 	uint64_t   *share_drops;	/* trees: the cluster's use_drops then */
+	uint8	   *pick_mask;		/* resources its subtree's active candidates ask for */
+	uint8	   *pick_usedup;	/* tree_used_up when the pick was made */
+	/* trees: resources used up (tree_used_up), by version */
+	double		min_gang[GS_NRES];	/* the smallest pending gang asking for each, at its minimum size */
+	double		free0[GS_NRES];	/* free on up nodes at the start */
+	double		used0[GS_NRES];	/* the pools' use then */
+	uint64		usedup_version;
+	uint8		usedup;
+	bool		min_gang_ok;
+	uint8	   *jbits;			/* [njobs]: the resources each job asks for */
+	bool		one_kind;		/* every candidate asks for the same resources and no team holds others */
+	uint64	   *ms_version;		/* member_share's cache, by version and mask */
+	uint8	   *ms_mask;
+	double	   *ms;
 };
 
 static int
@@ -220,13 +234,78 @@ set_closed_reason(GsCluster *c, GsJob *j)
 	return true;
 }
 
+/* What one worker of j asks for, per resource. */
+static inline void
+job_amounts(const GsJob *j, double amt[GS_NRES])
+{
+	amt[GS_GPU] = j->gpus;
+	amt[GS_CPU] = j->cpus;
+	amt[GS_MEM] = j->mem;
+	amt[GS_NET] = j->net;
+}
+
+/*
+ * Trees: every job that may be a candidate asks for the same resources
+ * (kind, not mixed), and no team holds any other (placements this round
+ * add only those, victims only take away). Then member_share is
+ * gs_dominant_share: an inner team's active candidates ask for all it
+ * holds, or all are blocked.
+ */
+static bool
+one_kind(GsOrder *o, int kind, bool mixed)
+{
+	GsCluster  *c = o->st->cluster;
+	int			t,
+				r;
+
+	if (mixed)
+		return false;
+	for (t = 0; t < c->nteams && kind >= 0; t++)
+		for (r = 0; r < GS_NRES; r++)
+			if (!(kind & (1 << r)) && c->teams[t].used[r] > GS_EPS)
+				return false;
+	return true;
+}
+
+/*
+ * The smallest gang of the round's possible candidates that asks for each
+ * resource, at its minimum size (tree_used_up; taken on first need).
+ */
+static void
+min_gangs(GsOrder *o)
+{
+	int			t,
+				i,
+				r;
+
+	for (r = 0; r < GS_NRES; r++)
+		o->min_gang[r] = -1;
+	for (t = 0; t < o->nq; t++)
+		for (i = 0; i < o->tq[t].n; i++)
+		{
+			const GsJob *j = o->tq[t].jobs[i];
+			int32_t		w = j->min_workers > 0 ? Min(j->min_workers, j->workers) : j->workers;
+			double		amt[GS_NRES];
+
+			if (j->expiring)
+				continue;
+			job_amounts(j, amt);
+			for (r = 0; r < GS_NRES; r++)
+				if (amt[r] > 0 && (o->min_gang[r] < 0 || amt[r] * w < o->min_gang[r]))
+					o->min_gang[r] = amt[r] * w;
+		}
+	o->min_gang_ok = true;
+}
+
 GsOrder *
 gs_order_begin(GsState *st, const GsOrderSettings *set)
 {
 	GsOrder    *o = palloc0(sizeof(GsOrder));
 	GsCluster  *c = st->cluster;
 	int			i,
-				n = st->njobs;
+				n = st->njobs,
+				kind = -1;
+	bool		mixed = false;
 
 	o->st = st;
 	o->policy = set->policy;
@@ -275,6 +354,15 @@ gs_order_begin(GsState *st, const GsOrderSettings *set)
 		o->pick_thr_ok = palloc0(sizeof(bool) * o->nq);
 		o->share_stamp = palloc0(sizeof(uint64) * o->nq);
 		o->share_drops = palloc0(sizeof(uint64_t) * o->nq);
+		o->pick_mask = palloc0(sizeof(uint8) * o->nq);
+		o->pick_usedup = palloc0(sizeof(uint8) * o->nq);
+		o->usedup_version = UINT64_MAX;
+		o->jbits = palloc0(sizeof(uint8) * Max(n, 1));
+		o->ms_version = palloc(sizeof(uint64) * o->nq);
+		o->ms_mask = palloc0(sizeof(uint8) * o->nq);
+		o->ms = palloc0(sizeof(double) * o->nq);
+		for (i = 0; i < o->nq; i++)
+			o->ms_version[i] = UINT64_MAX;
 	}
 	for (i = 0; i < n; i++)
 	{
@@ -299,6 +387,41 @@ gs_order_begin(GsState *st, const GsOrderSettings *set)
 		if (gs_team_closed(c, j) || gs_team_inner(c, j))
 			continue;
 		o->tq[t].jobs[o->tq[t].n++] = j;
+		if (c->tree && !j->expiring)
+		{
+			uint8		b = (uint8) ((j->gpus > 0) << GS_GPU | (j->cpus > 0) << GS_CPU |
+									 (j->mem > 0) << GS_MEM | (j->net > 0) << GS_NET);
+
+			o->jbits[j - st->jobs] = b;
+			if (kind < 0)
+				kind = b;
+			else if (b != kind)
+				mixed = true;
+		}
+	}
+	if (c->tree)
+		o->one_kind = one_kind(o, kind, mixed);
+	if (c->tree && !o->one_kind)
+	{
+		/* what is free now (tree_used_up) */
+		for (i = 0; i < c->nnodes; i++)
+		{
+			const GsNode *nd = &c->nodes[i];
+
+			if (nd->state != GS_NODE_UP)
+				continue;
+			o->free0[GS_GPU] += (double) nd->free_slices / Max(nd->slices, 1);
+			o->free0[GS_CPU] += nd->free_cpus;
+			o->free0[GS_MEM] += nd->free_mem;
+			o->free0[GS_NET] += nd->free_net;
+		}
+		for (i = 0; i < c->npools; i++)
+		{
+			int			r;
+
+			for (r = 0; r < GS_NRES; r++)
+				o->used0[r] += c->pools[i].used[r];
+		}
 	}
 	return o;
 }
@@ -497,6 +620,102 @@ tree_share(GsOrder *o, int t)
 
 /* ---- team trees: hierarchical weighted DRF ----------------------------- */
 
+/*
+ * Resources used up in this round, as H-DRF stops counting them (fair.c,
+ * hdrf_fill): bit r is set when what is left of r on all up nodes together
+ * is below the smallest gang of the round's pending jobs that asks for r,
+ * at its minimum size. No candidate asking for r can then be placed
+ * anywhere (it may still nominate victims), however the nodes are filled;
+ * a resource left in pieces too small for the gangs, or only in pools or
+ * on nodes they may not use, is not counted as used up, and the order
+ * compares as without the rule. What is left: the up nodes' free amounts
+ * at the start (whole devices and free slices), less what the pools' use
+ * grew by since (placements and nominations add their gang, a
+ * nomination's victims leave; a victim on a node that is not up makes it
+ * count more than is left, never less). Kept by version (every placement
+ * or nomination bumps it): O(pools) each.
+ */
+static uint8
+tree_used_up(GsOrder *o)
+{
+	GsCluster  *c = o->st->cluster;
+	int			p,
+				r;
+
+	if (o->usedup_version == o->version)
+		return o->usedup;
+	if (!o->min_gang_ok)
+		min_gangs(o);
+	o->usedup = 0;
+	for (r = 0; r < GS_NRES; r++)
+	{
+		double		left = o->free0[r] + o->used0[r];
+
+		if (o->min_gang[r] <= 0 || c->capacity[r] <= 0)
+			continue;
+		for (p = 0; p < c->npools; p++)
+			left -= c->pools[p].used[r];
+		if (left < o->min_gang[r] - GS_EPS)
+			o->usedup |= (uint8) (1 << r);
+	}
+	o->usedup_version = o->version;
+	return o->usedup;
+}
+
+/*
+ * The resources a leaf's candidate asks for, none when some of them is
+ * used up: in H-DRF such a leaf is blocked, and what it asks for no longer
+ * makes its ancestors count a resource.
+ */
+static inline uint8
+candidate_mask(GsOrder *o, const GsJob *j)
+{
+	uint8		m;
+
+	if (j == NULL || o->one_kind)
+		return 0;
+	m = o->jbits[j - o->st->jobs];
+	return (m & tree_used_up(o)) ? 0 : m;
+}
+
+/*
+ * What a sibling set compares a member t at (H-DRF's "ignoring blocked
+ * nodes"): a leaf, its weighted dominant share (all it holds, as H-DRF's
+ * leaf share x); an inner team, the largest fraction of the cluster its
+ * subtree holds of a resource that one of its active candidates (mask:
+ * those that ask for no used-up resource) asks for, over its weight. With
+ * no active candidate below (all blocked on a used-up resource) it is the
+ * whole dominant share, as without the rule. When every candidate asks
+ * for the resources its subtree holds and none is used up, this is
+ * gs_dominant_share.
+ */
+static double
+masked_share(GsOrder *o, int t, uint8 mask)
+{
+	const GsCluster *c = o->st->cluster;
+	const GsTeam *tm = &c->teams[t];
+	double		ds = 0;
+	int			r;
+
+	if (o->ms_version[t] == o->version && o->ms_mask[t] == mask)
+		return o->ms[t];
+	for (r = 0; r < GS_NRES; r++)
+		if ((mask & (1 << r)) && c->capacity[r] > 0)
+			ds = Max(ds, tm->used[r] / c->capacity[r]);
+	o->ms[t] = ds / tm->weight;
+	o->ms_version[t] = o->version;
+	o->ms_mask[t] = mask;
+	return o->ms[t];
+}
+
+static inline double
+member_share(GsOrder *o, int t, uint8 mask)
+{
+	if (mask == 0 || o->st->cluster->teams[t].nchildren == 0)
+		return tree_share(o, t);
+	return masked_share(o, t, mask);
+}
+
 /* Leaf (or unknown-team queue) t's candidate in this phase, cached as next_fair does. */
 static GsJob *
 leaf_candidate(GsOrder *o, int t)
@@ -546,7 +765,7 @@ leaf_candidate(GsOrder *o, int t)
 	return j;
 }
 
-static GsJob *set_pick(GsOrder *o, const int32_t *mem, int n, bool unknown, int *leaf);
+static GsJob *set_pick(GsOrder *o, const int32_t *mem, int n, bool unknown, int *leaf, uint8 *mask);
 
 /*
  * Phase 1, inner team t's pick unchanged since it was made (so are the
@@ -618,16 +837,23 @@ pick_thresholds(GsOrder *o, int t)
 	}
 }
 
-/* Subtree t's candidate: a leaf's own, else the pick among its children. */
+/*
+ * Subtree t's candidate: a leaf's own, else the pick among its children;
+ * *mask: what its active candidates ask for (candidate_mask, the union
+ * over its leaves).
+ */
 static GsJob *
-subtree_pick(GsOrder *o, int t, int *leaf)
+subtree_pick(GsOrder *o, int t, int *leaf, uint8 *mask)
 {
 	const GsTeam *tm = &o->st->cluster->teams[t];
 
 	if (tm->nchildren == 0)
 	{
+		GsJob	   *j = leaf_candidate(o, t);
+
 		*leaf = t;
-		return leaf_candidate(o, t);
+		*mask = candidate_mask(o, j);
+		return j;
 	}
 	/*
 	 * An inner team's pick changes only when a gang is placed (version) or
@@ -637,13 +863,14 @@ subtree_pick(GsOrder *o, int t, int *leaf)
 	 * use grew by less than what each cached candidate below survives
 	 * there (pick_thr, kept 1e-6 on the safe side of leaf_candidate's own
 	 * test): the children's shares and candidates are then unchanged, and
-	 * so is the pick.
+	 * so is the pick, as long as the same resources are used up (with
+	 * several kinds of job, member_share).
 	 */
 	if (o->pick_version[t] != o->version || o->pick_phase[t] != o->phase)
 	{
 		if (o->phase == 1 && o->pick_phase[t] == 1 && o->pick_version[t] != UINT64_MAX &&
 			o->pick_version[t] >= o->touched[t] && o->pick_drops[t] == o->st->cluster->use_drops &&
-			tm->depth < GS_TREE_SLACK_DEPTH)
+			tm->depth < GS_TREE_SLACK_DEPTH && (o->one_kind || o->pick_usedup[t] == tree_used_up(o)))
 		{
 			const double *g = gs_tree_growth(o->st->cluster);
 			const double *thr = &o->pick_thr[(size_t) t * GS_TREE_SLACK_DEPTH * GS_NRES];
@@ -665,43 +892,51 @@ subtree_pick(GsOrder *o, int t, int *leaf)
 			{
 				o->pick_version[t] = o->version;
 				*leaf = o->pick_leaf[t];
+				*mask = o->pick_mask[t];
 				return o->pick_job[t];
 			}
 		}
-		o->pick_job[t] = set_pick(o, tm->children, tm->nchildren, false, &o->pick_leaf[t]);
+		o->pick_job[t] = set_pick(o, tm->children, tm->nchildren, false, &o->pick_leaf[t], &o->pick_mask[t]);
 		o->pick_version[t] = o->version;
 		o->pick_phase[t] = o->phase;
 		o->pick_drops[t] = o->st->cluster->use_drops;
 		o->pick_thr_ok[t] = false;
+		if (!o->one_kind)
+			o->pick_usedup[t] = tree_used_up(o);
 	}
 	*leaf = o->pick_leaf[t];
+	*mask = o->pick_mask[t];
 	return o->pick_job[t];
 }
 
 /*
  * One sibling set: the member whose subtree holds the lowest weighted
- * dominant share and has a candidate goes next (ties: the candidates'
- * priority, then submit order); at the top, jobs of unknown teams count at
- * share 0, as in the flat order.
+ * share as H-DRF counts it (member_share) and has a candidate goes next
+ * (ties: the candidates' priority, then submit order); at the top, jobs of
+ * unknown teams count at share 0, as in the flat order. *mask: the union
+ * of the members' masks.
  */
 static GsJob *
-set_pick(GsOrder *o, const int32_t *mem, int n, bool unknown, int *leaf)
+set_pick(GsOrder *o, const int32_t *mem, int n, bool unknown, int *leaf, uint8 *mask)
 {
 	GsJob	   *bj = NULL;
 	double		bestds = 0;
 	int			k,
 				bleaf = -1;
 
+	*mask = 0;
 	for (k = 0; k < n + (unknown ? 1 : 0); k++)
 	{
 		int			t = k < n ? mem[k] : o->nq - 1,
 					l = t;
-		GsJob	   *j = k < n ? subtree_pick(o, t, &l) : leaf_candidate(o, t);
+		uint8		m = 0;
+		GsJob	   *j = k < n ? subtree_pick(o, t, &l, &m) : leaf_candidate(o, t);
 		double		ds;
 
 		if (j == NULL)
 			continue;
-		ds = k < n ? tree_share(o, t) : 0;
+		*mask |= m;
+		ds = k < n ? member_share(o, t, m) : 0;
 		if (bj == NULL || ds < bestds - GS_SHARE_EPS ||
 			(ds <= bestds + GS_SHARE_EPS && cmp_priority_fifo(&j, &bj) < 0))
 		{
@@ -715,9 +950,27 @@ set_pick(GsOrder *o, const int32_t *mem, int n, bool unknown, int *leaf)
 }
 
 /*
+ * Subtree t's mask as the pick that just ran saw it: every sibling along
+ * the picked path was looked at in this version and phase, or sits below a
+ * pick reused with nothing below it changed and the same resources used up
+ * (a subtree whose pick was forgotten has its parent's forgotten too), so
+ * the caches hold it.
+ */
+static uint8
+node_mask(GsOrder *o, int t)
+{
+	if (o->one_kind)
+		return 0;
+	if (o->st->cluster->teams[t].nchildren > 0)
+		return o->pick_mask[t];
+	return candidate_mask(o, o->cache_job[t]);
+}
+
+/*
  * The fair order over a team tree (H-DRF): from the top, at each level the
- * sibling whose subtree holds the lowest weighted dominant share (and has
- * a candidate) is chosen, down to a leaf team, whose next job is tried.
+ * sibling whose subtree holds the lowest weighted share (member_share: its
+ * dominant share over the resources its active candidates ask for) and has
+ * a candidate is chosen, down to a leaf team, whose next job is tried.
  * Phases and progressive filling as in the flat order.
  */
 static GsJob *
@@ -728,7 +981,8 @@ next_fair_tree(GsOrder *o)
 	for (;;)
 	{
 		int			leaf = -1;
-		GsJob	   *bj = set_pick(o, c->roots, c->nroots, true, &leaf);
+		uint8		topmask;
+		GsJob	   *bj = set_pick(o, c->roots, c->nroots, true, &leaf, &topmask);
 
 		if (bj != NULL)
 		{
@@ -741,18 +995,21 @@ next_fair_tree(GsOrder *o)
 			{
 				/*
 				 * Teams ahead of this try: along its path, siblings tried
-				 * earlier in this phase holding a lower share now.
+				 * earlier in this phase holding a lower share now (as the
+				 * set compared them: member_share, with the masks of this
+				 * pick, cached).
 				 */
 				for (t = leaf; t >= 0; t = c->teams[t].parent)
 				{
 					int			pa = c->teams[t].parent;
 					const int32_t *sib = pa >= 0 ? c->teams[pa].children : c->roots;
 					int			nsib = pa >= 0 ? c->teams[pa].nchildren : c->nroots;
-					double		mine = tree_share(o, t);
+					double		mine = o->one_kind ? tree_share(o, t) : member_share(o, t, node_mask(o, t));
 
 					for (k = 0; k < nsib; k++)
 						if (sib[k] != t && (o->team_phases[sib[k]] & bit) &&
-							tree_share(o, sib[k]) < mine - GS_SHARE_EPS)
+							(o->one_kind ? tree_share(o, sib[k]) : member_share(o, sib[k], node_mask(o, sib[k]))) <
+							mine - GS_SHARE_EPS)
 							ahead++;
 					o->team_phases[t] |= bit;
 				}

@@ -206,8 +206,10 @@ SELECT * FROM gangsched.check_invariants();
 -- n4 (naive DRF gives n3,2 two thirds of the GPUs and n4 one third). 20
 -- nodes of 4 GPUs and 15 CPUs (80 GPUs, 300 CPUs); 1-GPU or 1-CPU jobs.
 -- The rounds split the GPUs in halves as published, the CPUs 101/101/98
--- (n3,1 three jobs short of its third: n3's subtree share counts n3,2's
--- GPUs too, so n3 is picked less often while they last). fair_share is
+-- (n3,1 two jobs short of its third: job granularity, as H-DRF also
+-- counts both resources until the CPUs run out, but a GPU job is 3.75
+-- CPU jobs' worth of share, so after each of n3,2's n3 stands above n1
+-- and n2 and n3,1 waits for them to catch up). fair_share is
 -- the published H-DRF answer: 1/3 of the CPUs each for n1, n2 and n3,1;
 -- once the CPUs are used up n3 is compared on its GPUs only, so n3,2 and
 -- n4 get 0.5 each (40 GPUs), not the naive 25 / 55.
