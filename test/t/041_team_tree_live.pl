@@ -39,7 +39,10 @@
 #   its fair_share x 32 (team_shares, and _fair_shares() for a team the
 #   view has no row for: no use, no quota) and of the weighted split worked
 #   out here by hand; check_invariants() is empty; the server log has no
-#   unexpected ERROR and no crash.
+#   unexpected ERROR and no crash;
+# - at the end a streaming standby shows the same team_shares as the
+#   primary, runs no round, and answers a portal's queue and why_pending
+#   (its own jobs only, no other team's job id) read-only.
 use strict;
 use warnings;
 
@@ -62,7 +65,7 @@ my $GPUS = 32;    # the cluster
 my $JOB = 4;      # GPUs per job
 
 my $node = PostgreSQL::Test::Cluster->new('treelive');
-$node->init;
+$node->init(allows_streaming => 1);
 $node->append_conf(
 	'postgresql.conf', q{
 shared_preload_libraries = 'gangsched'
@@ -589,6 +592,40 @@ foreach my $n (sort keys %agent_pid)
 	is($?, 0, "agent $n exits 0 on SIGTERM");
 	unlike(slurp_file(agent_log_file($n)), qr/ ERROR: /, "agent $n logged no error");
 }
+# -------------------------------------------------------------------------
+# A streaming standby reads the tree as the primary does
+# -------------------------------------------------------------------------
+$node->backup('treelive_b');
+my $standby = PostgreSQL::Test::Cluster->new('treestandby');
+$standby->init_from_backup($node, 'treelive_b', has_streaming => 1);
+$standby->start;
+$node->wait_for_catchup($standby);
+my $shares_q = "SELECT string_agg(path || ' ' || used_gpus || ' ' || fair_share, ', ' ORDER BY path) FROM gangsched.team_shares";
+is($standby->safe_psql('postgres', 'SELECT pg_is_in_recovery()'), 't', 'the standby is in recovery');
+is($standby->safe_psql('postgres', $shares_q), sql($shares_q),
+	"team_shares on the standby: every team's path, use and fair share as on the primary");
+is($standby->safe_psql('postgres', 'SELECT ran FROM gangsched.run_round()'), 'f', 'no round runs on the standby');
+# a portal on the standby: its own subtree only, and why_pending masks
+# other teams' jobs there too
+my $sb_connstr = $standby->connstr('postgres');
+my ($sb_out, $sb_err) = ('', '');
+{
+local $ENV{PGOPTIONS} = '';
+$standby->psql('postgres',
+	"SELECT (SELECT count(*) FROM gangsched.queue WHERE team <> 'vis_a') || ' '
+	     || (SELECT count(*) FROM gangsched.jobs j, gangsched.why_pending(j.job) w
+	          WHERE j.state = 'pending' AND (w.detail ~ '\\mjob [0-9]' AND NOT EXISTS (
+	                SELECT FROM gangsched.jobs o WHERE o.team = 'vis_a'
+	                   AND w.detail ~ ('\\mjob ' || o.job || '\\M'))))
+	     || ' ' || (SELECT count(*) FROM gangsched.jobs j, gangsched.why_pending(j.job) w WHERE j.state = 'pending')",
+	connstr => "$sb_connstr user=portal_va", stdout => \$sb_out, stderr => \$sb_err);
+}
+like($sb_out, qr/^0 0 [1-9]\d*$/,
+	"portal_va on the standby: no other team's queue rows, why_pending explains its pending jobs and names no other team's job")
+  or diag "$sb_out $sb_err";
+$standby->stop;
+unlike(slurp_file($standby->logfile), qr/\b(?:ERROR|PANIC):|terminated by signal/, 'the standby logged no error');
+
 $node->stop;
 my $log = slurp_file($node->logfile);
 # the ERRORs the test provoked on purpose (the refusals above), and the
