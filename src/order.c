@@ -770,9 +770,8 @@ static GsJob *set_pick(GsOrder *o, const int32_t *mem, int n, bool unknown, int 
 /*
  * Phase 1, inner team t's pick unchanged since it was made (so are the
  * caches below it: only a new pick of t looks at them): for each ancestor
- * depth d,
- * the least growth of that ancestor at which some cached candidate below t
- * is to be looked at again (leaf_candidate: its growth snapshot at that
+ * depth d, the least growth of that ancestor at which some cached
+ * candidate below t is to be looked at again (leaf_candidate: its growth snapshot at that
  * level plus its slack there). A leaf without a candidate constrains
  * nothing (none stays none while use only grows); a leaf too deep for its
  * slack to be kept forbids reuse (-1e300).
@@ -799,16 +798,16 @@ pick_thresholds(GsOrder *o, int t)
 		int			ch = tm->children[k];
 		const GsTeam *cm = &c->teams[ch];
 
+		if (cm->depth >= GS_TREE_SLACK_DEPTH && (cm->nchildren > 0 || o->cache_job[ch] != NULL))
+		{
+			for (d = 0; d < dt * GS_NRES; d++)
+				thr[d] = -1e300;
+			return;
+		}
 		if (cm->nchildren > 0)
 		{
 			const double *cthr = &o->pick_thr[(size_t) ch * GS_TREE_SLACK_DEPTH * GS_NRES];
 
-			if (cm->depth >= GS_TREE_SLACK_DEPTH)
-			{
-				for (d = 0; d < dt * GS_NRES; d++)
-					thr[d] = -1e300;
-				return;
-			}
 			if (!o->pick_thr_ok[ch])
 				pick_thresholds(o, ch);
 			for (d = 0; d < dt * GS_NRES; d++)
@@ -819,12 +818,6 @@ pick_thresholds(GsOrder *o, int t)
 			const double *snap = &o->cache_growth[(size_t) ch * GS_TREE_SLACK_DEPTH * GS_NRES],
 					   *sl = &o->cache_slack[(size_t) ch * GS_TREE_SLACK_DEPTH * GS_NRES];
 
-			if (cm->depth >= GS_TREE_SLACK_DEPTH)
-			{
-				for (d = 0; d < dt * GS_NRES; d++)
-					thr[d] = -1e300;
-				return;
-			}
 			for (d = 0; d < dt; d++)
 			{
 				int			lv = cm->depth - d; /* the ancestor's level on the leaf's path */
@@ -966,6 +959,13 @@ node_mask(GsOrder *o, int t)
 	return candidate_mask(o, o->cache_job[t]);
 }
 
+/* A member's share as its sibling set compared it in the last pick (the 'teams ahead' count). */
+static inline double
+sibling_share(GsOrder *o, int t)
+{
+	return o->one_kind ? tree_share(o, t) : member_share(o, t, node_mask(o, t));
+}
+
 /*
  * The fair order over a team tree (H-DRF): from the top, at each level the
  * sibling whose subtree holds the lowest weighted share (member_share: its
@@ -1004,12 +1004,11 @@ next_fair_tree(GsOrder *o)
 					int			pa = c->teams[t].parent;
 					const int32_t *sib = pa >= 0 ? c->teams[pa].children : c->roots;
 					int			nsib = pa >= 0 ? c->teams[pa].nchildren : c->nroots;
-					double		mine = o->one_kind ? tree_share(o, t) : member_share(o, t, node_mask(o, t));
+					double		mine = sibling_share(o, t);
 
 					for (k = 0; k < nsib; k++)
 						if (sib[k] != t && (o->team_phases[sib[k]] & bit) &&
-							(o->one_kind ? tree_share(o, sib[k]) : member_share(o, sib[k], node_mask(o, sib[k]))) <
-							mine - GS_SHARE_EPS)
+							sibling_share(o, sib[k]) < mine - GS_SHARE_EPS)
 							ahead++;
 					o->team_phases[t] |= bit;
 				}
